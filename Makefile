@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+# btguard build.  `make` builds build/btguardd and build/btguardctl;
+# `make check` installs test dependencies and runs every test;
+# `make demo` runs the end-to-end demonstration.
+
+CC      ?= gcc
+ARCH    ?= $(shell uname -m)
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SANITIZE ?=
+
+PKG_CONFIG ?= pkg-config
+DAEMON_PKGS := libsystemd libunwind-ptrace
+UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wundef -Wpointer-arith -Wvla \
+        -Werror=implicit-function-declaration -Werror
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -MMD -MP \
+              -iquote proto -iquote daemon -iquote daemon/arch/$(ARCH)
+ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
+
+ifeq ($(SANITIZE),1)
+# _FORTIFY_SOURCE and ASan disagree about some interceptors; ASan checks more.
+ALL_CFLAGS := $(filter-out -D_FORTIFY_SOURCE=2,$(ALL_CFLAGS)) -U_FORTIFY_SOURCE \
+              -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ALL_LDFLAGS += -fsanitize=address,undefined
+endif
+
+DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
+DAEMON_LIBS   := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null)
+CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+
+PROTO_SRC  := $(wildcard proto/*.c)
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+CLIENT_SRC := $(wildcard client/*.c)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+VICTIM_SRC := $(wildcard tests/victims/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+PROTO_OBJ  := $(call obj,$(PROTO_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
+
+.PHONY: all clean install uninstall check check-deps unit integration asan victims demo bench fuzz
+all: $(BUILD)/btguardd $(BUILD)/btguardctl
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(DAEMON_CFLAGS) -c -o $@ $<
+
+$(BUILD)/btguardd: $(call obj,daemon/main.c) $(DAEMON_OBJ) $(PROTO_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS)
+
+$(BUILD)/btguardctl: $(CLIENT_OBJ) $(PROTO_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS)
+
+# Unit tests link every daemon module except main.c.
+$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(DAEMON_OBJ) $(PROTO_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(CMOCKA_LIBS)
+
+# Victims are small target programs; built plainly (never sanitized: the
+# daemon is what we test) with symbols so failures can be debugged.
+VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread -rdynamic
+# nolibc has no C library at all (state "none"); libbtpre is a shared object
+# exporting a second backtrace() for LD_PRELOAD (state "partial").
+VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
+VICTIM_CFLAGS_libbtpre := -shared -fPIC
+$(BUILD)/victims/%: tests/victims/%.c
+	@mkdir -p $(dir $@)
+	gcc $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
+
+victims: $(VICTIM_BIN)
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+asan:
+	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
+
+# Everything `make check` runs; see tests/README.md.
+check: check-deps
+	$(MAKE) all victims unit
+	$(MAKE) asan
+	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
+	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    python3 -m pytest -q tests/integration
+	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    python3 -m pytest -q tests/integration
+
+check-deps:
+	tests/install-deps
+
+install: all
+	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
+	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
+	install -D -m 0644 systemd/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.socket
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g' systemd/btguardd.service.in > $(BUILD)/btguardd.service
+	install -D -m 0644 $(BUILD)/btguardd.service $(DESTDIR)$(UNITDIR)/btguardd.service
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
+	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One target of a request: pin the PID, authorize the caller, run the
+ * procedure, log the outcome.  This is the decider for a target, so it is
+ * the one place that logs about it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "action.h"
+#include "log.h"
+#include "patch.h"
+#include "procfs.h"
+
+static int pidfd_open_pid(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/*
+ * PIDs in a request are numbers the caller sees.  Until the daemon learns to
+ * translate between PID namespaces, a caller in another namespace is refused
+ * rather than risk acting on whichever process has that number here.
+ */
+static int check_same_pid_namespace(pid_t caller, char *why, size_t why_len)
+{
+	char path[64];
+	struct stat ours, theirs;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", caller);
+	if (stat("/proc/self/ns/pid", &ours) < 0 || stat(path, &theirs) < 0) {
+		snprintf(why, why_len, "cannot tell the PID namespace of the requesting process %d", caller);
+		return -BTG_ERR_DENIED;
+	}
+	if (ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev) {
+		snprintf(why, why_len,
+			 "requests from another PID namespace (a container) are not supported yet");
+		return -BTG_ERR_DENIED;
+	}
+	return 0;
+}
+
+static int prepare(const struct auth_caller *caller, pid_t pid, struct patch_pin *pin,
+		   char *exe, size_t exe_len, char *why, size_t why_len)
+{
+	struct auth_target target;
+	struct procfs_stat st;
+	char path[64];
+	ssize_t n;
+	int r;
+
+	r = check_same_pid_namespace(caller->pid, why, why_len);
+	if (r < 0)
+		return r;
+	/* Pin first: whatever we learn below is about this very process. */
+	pin->pidfd = pidfd_open_pid(pid);
+	if (pin->pidfd < 0) {
+		r = errno;
+		snprintf(why, why_len, r == ESRCH ? "no process with PID %d" :
+			 "cannot pin process %d: %s", pid, strerror(r));
+		return r == ESRCH ? -BTG_ERR_NOPROC : -r;
+	}
+	r = auth_read_target(pid, &target);
+	if (r < 0) {
+		snprintf(why, why_len, "no process with PID %d", pid);
+		return r;
+	}
+	r = auth_check(caller, &target, why, why_len);
+	if (r < 0)
+		return r;
+	if (target.status.tgid != pid) {
+		snprintf(why, why_len, "%d is a thread of process %d; name the process", pid,
+			 target.status.tgid);
+		return -BTG_ERR_NOPROC;
+	}
+	if (target.status.state == 'Z' || target.status.state == 'X') {
+		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", pid);
+		return -BTG_ERR_ZOMBIE;
+	}
+	r = procfs_read_stat(pid, &st);
+	if (r < 0) {
+		snprintf(why, why_len, "process %d exited", pid);
+		return -BTG_ERR_GONE;
+	}
+	pin->starttime = st.starttime;
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	n = readlink(path, exe, exe_len - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	return 0;
+}
+
+void action_run(const struct auth_caller *caller, unsigned action,
+		uint32_t deadline_ms, int32_t pid, struct proto_result *res)
+{
+	struct patch_pin pin = { .pidfd = -1 };
+	char exe[PATH_MAX];
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	res->pid = pid;
+	res->action = (uint8_t)action;
+	res->state = PROTO_PROC_UNKNOWN;
+	exe[0] = '\0';
+
+	r = prepare(caller, pid, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
+	if (r == 0)
+		r = patch_run(pid, &pin, action, deadline_ms, res);
+	res->error = proto_error_from_negative(r);
+	if (pin.pidfd >= 0)
+		close(pin.pidfd);
+	log_action(caller, pid, exe, res);
+}
+
+static bool contains(const int32_t *v, size_t n, int32_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == pid)
+			return true;
+	return false;
+}
+
+/* Appends pid and, depth first, its descendants; stops quietly at the limit. */
+static int add_tree(int32_t *v, size_t *n, int32_t pid, int depth)
+{
+	pid_t *kids = NULL;
+	size_t nkids = 0;
+	int r;
+
+	if (*n >= PROTO_MAX_PIDS || contains(v, *n, pid))
+		return 0;
+	v[(*n)++] = pid;
+	if (depth > 64 || procfs_list_children(pid, &kids, &nkids) < 0)
+		return 0;  /* gone, or unreadable: it is still listed, and will say so */
+	r = 0;
+	for (size_t i = 0; i < nkids && r == 0; i++)
+		r = add_tree(v, n, kids[i], depth + 1);
+	free(kids);
+	return r;
+}
+
+int action_expand_targets(const struct proto_request *req, int32_t **ret, size_t *ret_n)
+{
+	int32_t *v = malloc(PROTO_MAX_PIDS * sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < req->npids && i < PROTO_MAX_PIDS; i++) {
+		if (req->flags & PROTO_FLAG_TREE)
+			add_tree(v, &n, req->pids[i], 0);
+		else
+			v[n++] = req->pids[i];
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Who may act on which process.  A pure rule over already-read facts, so
+ * it can be tested without processes:
+ *  - nobody acts on the daemon itself or on kernel threads;
+ *  - root (uid 0) may act on any other process;
+ *  - anyone else only on a process it could ptrace itself: the target's
+ *    real, effective and saved uid all equal the caller's uid, its real,
+ *    effective and saved gid all equal the caller's gid, and the target is
+ *    dumpable.
+ * status follows the same rule as guard and unguard.
+ */
+#ifndef BTGUARD_AUTH_H
+#define BTGUARD_AUTH_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "procfs.h"
+
+struct auth_caller {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+struct auth_target {
+	pid_t pid;                    /* in the daemon's PID namespace */
+	bool  is_daemon;              /* the daemon's own process */
+	bool  is_kthread;
+	bool  dumpable;
+	struct procfs_status status;
+};
+
+/*
+ * 0 when allowed; -BTG_ERR_SELF, -BTG_ERR_KTHREAD or -BTG_ERR_DENIED, with
+ * a one-line reason written to why (never NULL-terminated past why_len).
+ */
+int auth_check(const struct auth_caller *caller, const struct auth_target *target,
+	       char *why, size_t why_len);
+
+/*
+ * Fills *ret for PID from /proc (status, stat flags, and dumpability,
+ * which the kernel exposes as the owner of /proc/PID/status: root when it is
+ * not dumpable).  -BTG_ERR_NOPROC when it does not exist.
+ */
+int auth_read_target(pid_t pid, struct auth_target *ret);
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading a target through /proc: its memory map, status, stat and thread
+ * list.  Each parser has a pure *_buf form that unit tests and fuzzers call
+ * directly; the plain form reads the file and calls it.  Nothing here
+ * stops or changes a process.
+ */
+#ifndef BTGUARD_PROCFS_H
+#define BTGUARD_PROCFS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PROCFS_MAX_NSPID 32
+
+/* Mapping permission bits. */
+#define PROCFS_MAP_READ    0x1u
+#define PROCFS_MAP_WRITE   0x2u
+#define PROCFS_MAP_EXEC    0x4u
+#define PROCFS_MAP_SHARED  0x8u
+
+struct procfs_mapping {
+	uint64_t start, end;      /* [start, end) */
+	uint64_t offset;          /* file offset of start */
+	unsigned perms;           /* PROCFS_MAP_* */
+	unsigned dev_major, dev_minor;
+	uint64_t inode;           /* 0 for anonymous mappings */
+	bool     deleted;         /* path ended in " (deleted)"; stripped from path */
+	char     path[PATH_MAX];  /* "" when anonymous; "[stack]" etc. as given */
+};
+
+/*
+ * Parses a whole /proc/PID/maps text.  On success *ret is a malloc'ed array
+ * of *ret_n entries (caller frees).  -EBADMSG on a malformed line, -ENOMEM.
+ * A path with embedded newlines cannot occur in maps (the kernel escapes
+ * them as \012), so a line is always one mapping.
+ */
+int procfs_parse_maps_buf(const char *buf, size_t len,
+			  struct procfs_mapping **ret, size_t *ret_n);
+int procfs_read_maps(pid_t pid, struct procfs_mapping **ret, size_t *ret_n);
+
+struct procfs_status {
+	char   state;                    /* 'R', 'S', 'D', 'T', 't', 'Z', 'X', ... */
+	pid_t  tgid, pid, ppid;
+	pid_t  tracer;                   /* TracerPid; 0 when not traced */
+	uid_t  uid[4];                   /* real, effective, saved, fs */
+	gid_t  gid[4];
+	pid_t  nspid[PROCFS_MAX_NSPID];  /* NSpid: outermost first */
+	int    nspid_n;
+	int    threads;
+};
+
+/* Parses /proc/PID/status text. -EBADMSG if a required field is missing. */
+int procfs_parse_status_buf(const char *buf, size_t len, struct procfs_status *ret);
+int procfs_read_status(pid_t pid, struct procfs_status *ret);
+
+struct procfs_stat {
+	char     state;
+	pid_t    ppid;
+	unsigned flags;              /* task flags (field 9): PF_KTHREAD = 0x00200000 */
+	uint64_t starttime;          /* field 22, clock ticks after boot */
+	char     comm[17];
+};
+
+#define PROCFS_PF_KTHREAD 0x00200000u
+
+/* Parses /proc/PID/stat; copes with ')' and spaces inside comm. */
+int procfs_parse_stat_buf(const char *buf, size_t len, struct procfs_stat *ret);
+int procfs_read_stat(pid_t pid, struct procfs_stat *ret);
+
+/*
+ * Lists /proc/PID/task.  *ret is a malloc'ed array of *ret_n TIDs, sorted
+ * ascending.  -ESRCH when the process is gone.
+ */
+int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n);
+
+/*
+ * Lists the children of every thread of PID (from
+ * /proc/PID/task/TID/children), malloc'ed, sorted, without duplicates.
+ */
+int procfs_list_children(pid_t pid, pid_t **ret, size_t *ret_n);
+
+/*
+ * Reads a whole (small) proc file into a malloc'ed NUL-terminated buffer.
+ * -ENOENT / -ESRCH when it is gone, -EFBIG past max bytes.
+ */
+int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
+#endif

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Stopping and resuming a whole process with PTRACE_SEIZE + PTRACE_INTERRUPT.
+ *
+ * Why SEIZE and not ATTACH: ATTACH sends a real SIGSTOP, which a job-control
+ * aware target can observe and which races with its own SIGSTOP/SIGCONT.
+ * SEIZE + INTERRUPT stops a task without a signal, reports job-control stops
+ * as PTRACE_EVENT_STOP, and lets a detach put a job-stopped task back into
+ * its stop.
+ *
+ * Waiting: the kernel signals the tracer with SIGCHLD whenever a tracee
+ * stops or exits, so we block SIGCHLD and poll a signalfd with the time
+ * left, then collect with waitpid(-1, __WALL | WNOHANG).  btguardd has no
+ * children of its own, so every status it collects belongs to a tracee.
+ *
+ * A tracee that never stops (uninterruptible sleep past every deadline)
+ * cannot be detached: PTRACE_DETACH needs a stopped tracee.  Such tasks are
+ * parked as orphans and detached as soon as they stop; this list is the one
+ * piece of process-wide state here, because being a tracer is process-wide
+ * (strictly, per tracer thread) kernel state too.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../proto/proto.h"
+#include "procfs.h"
+#include "ptrace.h"
+#include "timeutil.h"
+
+/* Extra time a seized task gets to stop after the deadline before we park it. */
+#define ORPHAN_GRACE_MS 500
+#define MAX_ORPHANS 4096
+
+struct orphan {
+	pid_t tid;
+};
+
+static struct orphan orphans[MAX_ORPHANS];
+static size_t n_orphans;
+
+uint64_t ptrace_world_pause_us(const struct ptrace_world *w)
+{
+	return timespec_diff_us(&w->first_stop, &w->last_resume);
+}
+
+static struct ptrace_task *task_find(struct ptrace_world *w, pid_t tid)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (w->tasks[i].tid == tid)
+			return &w->tasks[i];
+	return NULL;
+}
+
+static struct ptrace_task *task_add(struct ptrace_world *w, pid_t tid)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		struct ptrace_task *t = realloc(w->tasks, cap * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		w->tasks = t;
+		w->cap = cap;
+	}
+	memset(&w->tasks[w->n], 0, sizeof(w->tasks[0]));
+	w->tasks[w->n].tid = tid;
+	return &w->tasks[w->n++];
+}
+
+static bool is_job_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* Detaches a stopped orphan; returns true when it no longer needs us. */
+static bool orphan_settle(pid_t tid, int status)
+{
+	if (WIFEXITED(status) || WIFSIGNALED(status))
+		return true;
+	if (WIFSTOPPED(status)) {
+		int sig = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
+
+		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+		return true;
+	}
+	return false;
+}
+
+static void orphan_remove(size_t i)
+{
+	orphans[i] = orphans[--n_orphans];
+}
+
+static void orphan_status(pid_t tid, int status)
+{
+	for (size_t i = 0; i < n_orphans; i++) {
+		if (orphans[i].tid == tid) {
+			if (orphan_settle(tid, status))
+				orphan_remove(i);
+			return;
+		}
+	}
+}
+
+size_t ptrace_reap_orphans(void)
+{
+	for (size_t i = 0; i < n_orphans;) {
+		int status;
+		pid_t r = waitpid(orphans[i].tid, &status, __WALL | WNOHANG);
+
+		if ((r < 0 && errno == ECHILD) || (r > 0 && orphan_settle(orphans[i].tid, status)))
+			orphan_remove(i);
+		else
+			i++;
+	}
+	return n_orphans;
+}
+
+/* Records one wait status; statuses of tasks not in w go to the orphans. */
+static void task_status(struct ptrace_world *w, pid_t tid, int status)
+{
+	struct ptrace_task *t = task_find(w, tid);
+	int event = status >> 16;
+
+	if (!t) {
+		orphan_status(tid, status);
+		return;
+	}
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		t->gone = true;
+		t->stopped = false;
+		return;
+	}
+	if (!WIFSTOPPED(status))
+		return;
+	t->stopped = true;
+	if (event == PTRACE_EVENT_STOP) {
+		if (is_job_stop_signal(WSTOPSIG(status)))
+			t->job_stopped = true;
+	} else if (event == PTRACE_EVENT_EXEC) {
+		w->exec_seen = true;
+	} else if (event == 0) {
+		/* Signal-delivery-stop: the signal is ours to re-inject on detach. */
+		t->resume_sig = WSTOPSIG(status);
+	}
+}
+
+static size_t count_pending(const struct ptrace_world *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->n; i++)
+		if (w->tasks[i].seized && !w->tasks[i].stopped && !w->tasks[i].gone)
+			n++;
+	return n;
+}
+
+static void drain_signalfd(int fd)
+{
+	struct signalfd_siginfo si[16];
+
+	while (read(fd, si, sizeof(si)) > 0)
+		;
+}
+
+/* Collects wait statuses until no seized task is pending or the deadline passes. */
+static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadline)
+{
+	while (count_pending(w) > 0 && !w->exec_seen) {
+		int status;
+		pid_t r = waitpid(-1, &status, __WALL | WNOHANG);
+
+		if (r > 0) {
+			task_status(w, r, status);
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)  /* ECHILD: nothing of ours left to report */
+			break;
+
+		struct timespec left;
+		if (!timespec_left(deadline, &left))
+			break;
+		struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
+		if (ppoll(&p, 1, &left, NULL) > 0)
+			drain_signalfd(w->sigchld_fd);
+	}
+}
+
+/*
+ * Explains why SEIZE was refused.  Returns 0 when the task is merely on
+ * its way out (a zombie thread cannot be traced, and needs no stopping).
+ */
+static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
+{
+	char path[64];
+	char *buf = NULL;
+	size_t len;
+	struct procfs_status st;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	r = procfs_read_file(path, 1 << 16, &buf, &len);
+	if (r < 0)
+		return 0;
+	r = procfs_parse_status_buf(buf, len, &st);
+	free(buf);
+	if (r < 0)
+		return 0;
+	if (st.state == 'Z' || st.state == 'X')
+		return 0;
+	if (st.tracer > 0) {
+		snprintf(why, why_len, "thread %d is already traced by process %d", tid, st.tracer);
+		return -BTG_ERR_TRACED;
+	}
+	snprintf(why, why_len, "the kernel refused to trace thread %d (EPERM)", tid);
+	return -EPERM;
+}
+
+static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_len)
+{
+	struct ptrace_task *t;
+
+	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACEEXEC) < 0) {
+		if (errno == ESRCH)
+			return 0;
+		if (errno == EPERM)
+			return seize_refused(w->pid, tid, why, why_len);
+		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(errno));
+		return -errno;
+	}
+	t = task_add(w, tid);
+	if (!t) {
+		/* Cannot track it: let it go at once (it is not stopped yet, so
+		 * it may take an interrupt-free detach only after stopping). */
+		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		if (n_orphans < MAX_ORPHANS)
+			orphans[n_orphans++].tid = tid;
+		return -ENOMEM;
+	}
+	t->seized = true;
+	/* ESRCH here means it is exiting; its exit status still comes to us. */
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	return 0;
+}
+
+/* Seizes every listed thread not yet known; *ret_new counts the new ones. */
+static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why, size_t why_len)
+{
+	pid_t *tids = NULL;
+	size_t n = 0, added = 0;
+	int r = procfs_list_tasks(w->pid, &tids, &n);
+
+	if (r < 0) {
+		snprintf(why, why_len, "process %d disappeared", w->pid);
+		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (task_find(w, tids[i]))
+			continue;
+		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
+			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
+		r = seize_one(w, tids[i], why, why_len);
+		if (r < 0)
+			break;
+		added++;
+	}
+	free(tids);
+	*ret_new = added;
+	return r;
+}
+
+static int read_all_regs(struct ptrace_world *w)
+{
+	size_t alive = 0;
+
+	for (size_t i = 0; i < w->n; i++) {
+		struct ptrace_task *t = &w->tasks[i];
+
+		if (!t->stopped || t->gone)
+			continue;
+		if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0) {
+			if (errno != ESRCH)
+				return -errno;
+			t->gone = true;  /* killed while stopped */
+			continue;
+		}
+		alive++;
+	}
+	return alive ? 0 : -BTG_ERR_GONE;
+}
+
+/* Parks tasks that are seized but never stopped; they must not be forgotten. */
+static void park_stragglers(struct ptrace_world *w)
+{
+	struct timespec grace;
+
+	timespec_after_ms(&grace, ORPHAN_GRACE_MS);
+	wait_for_stops(w, &grace);
+	for (size_t i = 0; i < w->n; i++) {
+		struct ptrace_task *t = &w->tasks[i];
+
+		if (t->seized && !t->stopped && !t->gone) {
+			if (n_orphans < MAX_ORPHANS)
+				orphans[n_orphans++].tid = t->tid;
+			t->seized = false;
+		}
+	}
+}
+
+int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *deadline,
+		    char *why, size_t why_len)
+{
+	sigset_t chld;
+	size_t added;
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->sigchld_fd = -1;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
+		return -EINVAL;
+	w->mask_saved = true;
+	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (w->sigchld_fd < 0) {
+		r = -errno;
+		goto out_resume;
+	}
+
+	/*
+	 * A thread running clone() when we interrupt it finishes the call
+	 * first, so its child appears in /proc/PID/task before the parent
+	 * stops: re-list until a pass finds nobody new.
+	 */
+	do {
+		r = seize_new_threads(w, &added, why, why_len);
+		if (r < 0)
+			goto out_resume;
+		wait_for_stops(w, deadline);
+		if (w->exec_seen) {
+			snprintf(why, why_len, "process %d called execve() while being stopped", pid);
+			r = -BTG_ERR_EXEC;
+			goto out_resume;
+		}
+		if (count_pending(w) > 0) {
+			for (size_t i = 0; i < w->n; i++) {
+				struct ptrace_task *t = &w->tasks[i];
+
+				if (t->seized && !t->stopped && !t->gone) {
+					snprintf(why, why_len, "thread %d did not stop before the deadline", t->tid);
+					break;
+				}
+			}
+			r = -BTG_ERR_STOP;
+			goto out_resume;
+		}
+	} while (added > 0);
+
+	r = read_all_regs(w);
+	if (r < 0) {
+		if (r == -BTG_ERR_GONE)
+			snprintf(why, why_len, "process %d exited while being stopped", pid);
+		else
+			snprintf(why, why_len, "PTRACE_GETREGS: %s", strerror(-r));
+		goto out_resume;
+	}
+	return 0;
+
+out_resume:
+	park_stragglers(w);
+	ptrace_resume_all(w);
+	return r;
+}
+
+int ptrace_resume_all(struct ptrace_world *w)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < w->n; i++) {
+		struct ptrace_task *t = &w->tasks[i];
+
+		if (!t->seized || t->gone)
+			continue;
+		if (!t->stopped) {
+			/* Only reachable through an internal error: never strand it. */
+			if (n_orphans < MAX_ORPHANS)
+				orphans[n_orphans++].tid = t->tid;
+			continue;
+		}
+		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) < 0 &&
+		    errno != ESRCH && !first)
+			first = -errno;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
+	if (w->sigchld_fd >= 0) {
+		drain_signalfd(w->sigchld_fd);
+		close(w->sigchld_fd);
+	}
+	if (w->mask_saved)
+		pthread_sigmask(SIG_SETMASK, &w->saved_mask, NULL);
+	free(w->tasks);
+	w->tasks = NULL;
+	w->n = w->cap = 0;
+	w->sigchld_fd = -1;
+	w->mask_saved = false;
+	return first;
+}
+
+int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret)
+{
+	long v;
+
+	errno = 0;
+	v = ptrace(PTRACE_PEEKTEXT, tid, (void *)addr, 0);
+	if (errno)
+		return -errno;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word)
+{
+	if (ptrace(PTRACE_POKETEXT, tid, (void *)addr, (void *)word) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: accepting clients, reading requests without letting
+ * one client stall another, running them a PID at a time in turn, and
+ * writing replies.  A bad client only loses its own connection.
+ */
+#ifndef BTGUARD_SERVER_H
+#define BTGUARD_SERVER_H
+
+#include <stdbool.h>
+
+struct server_config {
+	int      listen_fd;        /* bound, listening, non-blocking */
+	unsigned idle_exit_s;      /* 0: never; else exit after this long with no client */
+	bool     notify;           /* send sd_notify READY/STATUS/STOPPING */
+};
+
+/*
+ * Serves until SIGTERM/SIGINT (the operation in progress is finished and
+ * its reply sent) or idle exit.  Returns 0 on an orderly stop, -errno when
+ * the loop itself cannot go on.
+ */
+int server_run(const struct server_config *cfg);
+
+#endif

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Site discovery.  For every file the target maps executable, open it
+ * through /proc/PID/map_files/START-END (the very inode the target mapped,
+ * even if deleted, replaced, or in another mount namespace), fall back to
+ * /proc/PID/root/PATH when map_files is not available to us, check the
+ * inode matches, mmap it read-only and look up the symbol.  A definition's
+ * run-time address comes from the executable mapping that holds its file
+ * offset, so no load base or relocation arithmetic is needed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../proto/proto.h"
+#include "elf.h"
+#include "procfs.h"
+#include "sites.h"
+
+/* Larger files are not objects we could have loaded; refuse to map them. */
+#define MAX_OBJECT_SIZE ((uint64_t)4 << 30)
+
+static bool same_file(const struct procfs_mapping *a, const struct procfs_mapping *b)
+{
+	return a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
+}
+
+static bool file_seen_before(const struct procfs_mapping *maps, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if ((maps[j].perms & PROCFS_MAP_EXEC) && same_file(&maps[j], &maps[i]))
+			return true;
+	return false;
+}
+
+static int open_object(pid_t pid, const struct procfs_mapping *m)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	if (m->deleted || m->path[0] != '/')
+		return -errno;
+	/* map_files needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; the path
+	 * through the target's root is next best if it still names our inode. */
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_ino != m->inode) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)addr, .iov_len = len };
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && errno == ESRCH)
+		return -BTG_ERR_GONE;
+	/* Some kernels or LSMs refuse process_vm_readv; /proc/PID/mem is equivalent. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -BTG_ERR_GONE : -errno;
+	n = pread(fd, buf, len, (off_t)addr);
+	int e = errno;
+	close(fd);
+	if (n == (ssize_t)len)
+		return 0;
+	return n < 0 ? -e : -EIO;
+}
+
+static int add_site(struct site_list *list, const struct procfs_mapping *m,
+		    const struct elf_def *def, const uint8_t *img)
+{
+	uint64_t addr = m->start + (def->file_offset - m->offset);
+	size_t ctx = SITE_CTX_LEN;
+	struct site *s, *v;
+
+	for (size_t i = 0; i < list->n; i++)
+		if (list->v[i].addr == addr)
+			return 0;
+	if (def->file_avail < ctx)
+		ctx = (size_t)def->file_avail;
+	if (m->end - addr < ctx)
+		ctx = (size_t)(m->end - addr);
+	v = realloc(list->v, (list->n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	list->v = v;
+	s = &v[list->n];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->object, sizeof(s->object), "%s", m->path);
+	s->deleted = m->deleted;
+	s->from_symtab = def->from_symtab;
+	s->addr = addr;
+	s->ctx_len = ctx;
+	memcpy(s->orig, img + def->file_offset, ctx);
+	if (stub_plan(s->orig, ctx, &s->plan) < 0)
+		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
+	list->n++;
+	return 0;
+}
+
+/* Looks up the symbol in one object and adds a site per executable mapping that holds it. */
+static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmaps, size_t first,
+		       struct site_list *list)
+{
+	struct elf_def defs[ELF_MAX_DEFS];
+	size_t ndefs = 0;
+	struct stat st;
+	uint8_t magic[4];
+	void *img;
+	int fd, r;
+
+	fd = open_object(pid, &maps[first]);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_OBJECT_SIZE ||
+	    pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || memcmp(magic, "\177ELF", 4)) {
+		close(fd);
+		return 0;  /* not an ELF object: a data file mapped executable, say */
+	}
+	img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (img == MAP_FAILED)
+		return -errno;
+	r = elf_find_symbol(img, (size_t)st.st_size, SITE_SYMBOL, defs, ELF_MAX_DEFS, &ndefs);
+	if (r == -ENOEXEC)
+		r = 0;  /* another architecture's or class's file: cannot hold our code */
+	for (size_t d = 0; r == 0 && d < ndefs; d++) {
+		if (defs[d].file_offset >= (uint64_t)st.st_size)
+			continue;
+		if (defs[d].file_avail > (uint64_t)st.st_size - defs[d].file_offset)
+			defs[d].file_avail = (uint64_t)st.st_size - defs[d].file_offset;
+		for (size_t i = first; r == 0 && i < nmaps; i++) {
+			const struct procfs_mapping *m = &maps[i];
+
+			if (!(m->perms & PROCFS_MAP_EXEC) || !same_file(m, &maps[first]))
+				continue;
+			if (defs[d].file_offset < m->offset ||
+			    defs[d].file_offset - m->offset >= m->end - m->start)
+				continue;
+			r = add_site(list, m, &defs[d], img);
+		}
+	}
+	munmap(img, (size_t)st.st_size);
+	return r;
+}
+
+int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+	       struct site_list *ret, char *why, size_t why_len)
+{
+	struct site_list list = { 0 };
+	size_t failed = 0;
+	int r, first_err = 0;
+
+	for (size_t i = 0; i < nmaps; i++) {
+		if (!(maps[i].perms & PROCFS_MAP_EXEC) || !maps[i].inode || file_seen_before(maps, i))
+			continue;
+		r = scan_object(pid, maps, nmaps, i, &list);
+		if (r == -ENOMEM)
+			goto out_free;
+		if (r < 0) {
+			if (!failed++) {
+				first_err = r;
+				snprintf(why, why_len, "cannot read %s%s: %s", maps[i].path,
+					 maps[i].deleted ? " (deleted)" : "",
+					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+			}
+		}
+	}
+	/*
+	 * An object we could not read might define backtrace; claiming "none"
+	 * or "guarded" would then be a lie, so that is an error.
+	 */
+	if (failed) {
+		r = first_err == -BTG_ERR_GONE || first_err == -ENOENT ? -BTG_ERR_GONE : -BTG_ERR_ELF;
+		goto out_free;
+	}
+	r = sites_read(pid, &list);
+	if (r < 0) {
+		snprintf(why, why_len, "cannot read the memory of process %d: %s", pid,
+			 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+		goto out_free;
+	}
+	*ret = list;
+	list.v = NULL;
+	r = 0;
+out_free:
+	sites_free(&list);
+	return r;
+}
+
+int sites_read(pid_t pid, struct site_list *list)
+{
+	for (size_t i = 0; i < list->n; i++) {
+		struct site *s = &list->v[i];
+		int r = read_target(pid, s->addr, s->mem, s->ctx_len);
+
+		if (r < 0)
+			return r;
+		s->state = stub_classify(s->orig, s->mem, s->ctx_len, &s->plan);
+	}
+	return 0;
+}
+
+int sites_proc_state(const struct site_list *list)
+{
+	size_t guarded = 0, original = 0;
+
+	if (list->n == 0)
+		return PROTO_PROC_NONE;
+	for (size_t i = 0; i < list->n; i++) {
+		if (list->v[i].state == PROTO_SITE_FOREIGN)
+			return PROTO_PROC_FOREIGN;
+		if (list->v[i].state == PROTO_SITE_GUARDED)
+			guarded++;
+		else
+			original++;
+	}
+	if (guarded && original)
+		return PROTO_PROC_PARTIAL;
+	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
+}
+
+uint64_t site_word_addr(const struct site *s)
+{
+	return s->addr + s->plan.offset;
+}
+
+uint64_t site_word(const struct site *s, bool guarded)
+{
+	uint8_t bytes[SITE_CTX_LEN];
+	uint64_t w;
+
+	if (guarded)
+		stub_apply(s->orig, s->ctx_len, &s->plan, bytes);
+	else
+		memcpy(bytes, s->orig, s->ctx_len);
+	memcpy(&w, bytes + s->plan.offset, sizeof(w));
+	return w;
+}
+
+void sites_free(struct site_list *list)
+{
+	free(list->v);
+	list->v = NULL;
+	list->n = 0;
+}

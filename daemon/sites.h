@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding every loaded backtrace() definition in a target ("sites") and
+ * reading their current bytes.  Works from the target's /proc/PID/maps and
+ * the object files as the target maps them (/proc/PID/map_files, which
+ * also reaches deleted or replaced files and other mount namespaces).
+ * Never stops the target.
+ */
+#ifndef BTGUARD_SITES_H
+#define BTGUARD_SITES_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "procfs.h"
+#include "stub.h"
+
+#define SITE_SYMBOL   "backtrace"
+#define SITE_CTX_LEN  32u   /* bytes compared from the function entry on */
+
+struct site {
+	char     object[PATH_MAX];     /* the object as the target's maps names it */
+	bool     deleted;              /* the file is gone from its path */
+	bool     from_symtab;          /* static executable: found in .symtab */
+	uint64_t addr;                 /* run-time address of the function */
+	size_t   ctx_len;              /* bytes compared: [addr, addr + ctx_len) */
+	uint8_t  orig[SITE_CTX_LEN];   /* from the object file */
+	uint8_t  mem[SITE_CTX_LEN];    /* as last read from the target */
+	struct stub_plan plan;
+	int      state;                /* enum proto_site_state, from mem */
+};
+
+struct site_list {
+	struct site *v;
+	size_t n;
+};
+
+/*
+ * Finds every site and reads and classifies its bytes.  An object that
+ * cannot be read or parsed is skipped unless nothing else works; then
+ * -BTG_ERR_ELF with why filled.  -BTG_ERR_NOPROC / -BTG_ERR_GONE when the
+ * process disappears.  0 with ret->n == 0: no definition loaded.
+ */
+int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+	       struct site_list *ret, char *why, size_t why_len);
+
+/* Re-reads every site's bytes (process_vm_readv) and re-classifies. */
+int sites_read(pid_t pid, struct site_list *list);
+
+/* The process state the sites add up to (enum proto_proc_state). */
+int sites_proc_state(const struct site_list *list);
+
+/* The ptrace word that carries a site's stub, and its two possible values. */
+uint64_t site_word_addr(const struct site *s);
+uint64_t site_word(const struct site *s, bool guarded);
+
+void sites_free(struct site_list *list);
+
+#endif

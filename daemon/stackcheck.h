@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The activeness check: may we change bytes under a stopped thread?  A
+ * thread is in the way when its PC, or any PC it will later resume at (a
+ * return address, or the PC saved in a signal frame), lies strictly inside
+ * the bytes we are about to change.
+ */
+#ifndef BTGUARD_STACKCHECK_H
+#define BTGUARD_STACKCHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arch.h"
+#include "procfs.h"
+
+/* Bytes that will change; a resume PC p is unsafe when lo < p < hi. */
+struct stackcheck_span {
+	uint64_t lo, hi;
+};
+
+struct stackcheck_hit {
+	pid_t    tid;
+	uint64_t pc;
+	int      frame;       /* 0: the thread's own PC; -1: found by the stack scan */
+	bool     by_scan;     /* the walk failed and the conservative scan found it */
+};
+
+/* True when a thread resuming at pc would execute from inside a span. */
+bool stackcheck_pc_unsafe(uint64_t pc, const struct stackcheck_span *spans, size_t n);
+
+/* Same test over raw stack words (the conservative scan): true on a hit, *ret_pc set. */
+bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
+			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc);
+
+struct stackcheck;
+
+/*
+ * Prepares a check over one stopped process.  maps are the target's
+ * mappings (for the scan's stack bounds); they must outlive the check.
+ */
+int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+		   struct stackcheck **ret);
+void stackcheck_free(struct stackcheck *sc);
+
+/*
+ * Checks one stopped thread: walks its stack with libunwind-ptrace
+ * (depth-capped, through signal frames); if the walk fails or hits the
+ * cap, scans its live stack words instead.  0 when safe, -BTG_ERR_BUSY with
+ * *hit filled when not, another negative code when it could not tell
+ * (callers treat that as unsafe too).
+ */
+int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
+		      const struct stackcheck_span *spans, size_t nspans,
+		      struct stackcheck_hit *hit);
+
+#endif
