@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Who may act on which process.  auth_check() is the rule, pure over facts
+ * already read; auth_read_target() gathers those facts from /proc.  The
+ * rule for a non-root caller is the one the kernel applies to ptrace
+ * itself (same real/effective/saved uid and gid, and dumpable), so the
+ * daemon never gives a user power over a process that user could not
+ * already debug.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "proto.h"
+
+static const char *const id_role[3] = { "real", "effective", "saved" };
+
+static int deny(char *why, size_t why_len, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int deny(char *why, size_t why_len, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_len) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_len, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+int auth_check(const struct auth_caller *caller, const struct auth_target *target,
+	       char *why, size_t why_len)
+{
+	const struct procfs_status *st = &target->status;
+	int pid = (int)target->pid;
+
+	if (why && why_len)
+		why[0] = '\0';
+	if (target->is_daemon)
+		return deny(why, why_len, -BTG_ERR_SELF, "process %d is btguardd itself", pid);
+	if (target->is_kthread)
+		return deny(why, why_len, -BTG_ERR_KTHREAD, "process %d is a kernel thread", pid);
+	if (caller->uid == 0)
+		return 0;
+
+	for (int i = 0; i < 3; i++)
+		if (st->uid[i] != caller->uid)
+			return deny(why, why_len, -BTG_ERR_DENIED,
+				    "process %d belongs to uid %u (%s), you are uid %u",
+				    pid, (unsigned)st->uid[i], id_role[i], (unsigned)caller->uid);
+	for (int i = 0; i < 3; i++)
+		if (st->gid[i] != caller->gid)
+			return deny(why, why_len, -BTG_ERR_DENIED,
+				    "process %d runs with gid %u (%s), your gid is %u",
+				    pid, (unsigned)st->gid[i], id_role[i], (unsigned)caller->gid);
+	/* A process that changed credentials (setuid/setgid exec, or
+	 * prctl(PR_SET_DUMPABLE, 0)) may still hold secrets of its former
+	 * identity; the kernel refuses ptrace to its owner, and so do we. */
+	if (!target->dumpable)
+		return deny(why, why_len, -BTG_ERR_DENIED,
+			    "process %d changed its credentials (setuid/setgid) and is not dumpable",
+			    pid);
+	return 0;
+}
+
+static int noproc_or(int r)
+{
+	return r == -ESRCH || r == -ENOENT ? -BTG_ERR_NOPROC : r;
+}
+
+int auth_read_target(pid_t pid, struct auth_target *ret)
+{
+	struct auth_target t = { .pid = pid };
+	struct procfs_stat pst;
+	struct stat sb;
+	char path[48];
+	pid_t self = getpid();
+	int r;
+
+	if (pid <= 0)
+		return -BTG_ERR_NOPROC;
+	r = procfs_read_status(pid, &t.status);
+	if (r < 0)
+		return noproc_or(r);
+	r = procfs_read_stat(pid, &pst);
+	if (r < 0)
+		return noproc_or(r);
+	t.is_kthread = (pst.flags & PROCFS_PF_KTHREAD) != 0;
+	/* /proc/TID of any of our threads also names the daemon. */
+	t.is_daemon = pid == self || t.status.tgid == self;
+
+	/* The kernel makes the files under /proc/PID owned by root while
+	 * the task is not dumpable (task_dump_owner()).  Not the directory
+	 * /proc/PID itself: that one always shows the effective uid, for
+	 * old tools that stat it to learn the owner.  For a target whose
+	 * euid is root this tells nothing, but only root may act on it. */
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (stat(path, &sb) < 0)
+		return noproc_or(-errno);
+	t.dumpable = t.status.uid[1] == 0 || sb.st_uid == t.status.uid[1];
+
+	*ret = t;
+	return 0;
+}
