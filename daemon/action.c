@@ -16,6 +16,7 @@
 #include "action.h"
 #include "log.h"
 #include "patch.h"
+#include "pidns.h"
 #include "procfs.h"
 
 static int pidfd_open_pid(pid_t pid)
@@ -24,68 +25,69 @@ static int pidfd_open_pid(pid_t pid)
 }
 
 /*
- * PIDs in a request are numbers the caller sees.  Until the daemon learns to
- * translate between PID namespaces, a caller in another namespace is refused
- * rather than risk acting on whichever process has that number here.
+ * Resolves the caller's PID number to ours, pins the process, and decides
+ * whether the caller may act on it.  *ret_pid is the PID in our namespace.
  */
-static int check_same_pid_namespace(pid_t caller, char *why, size_t why_len)
-{
-	char path[64];
-	struct stat ours, theirs;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/pid", caller);
-	if (stat("/proc/self/ns/pid", &ours) < 0 || stat(path, &theirs) < 0) {
-		snprintf(why, why_len, "cannot tell the PID namespace of the requesting process %d", caller);
-		return -BTG_ERR_DENIED;
-	}
-	if (ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev) {
-		snprintf(why, why_len,
-			 "requests from another PID namespace (a container) are not supported yet");
-		return -BTG_ERR_DENIED;
-	}
-	return 0;
-}
-
-static int prepare(const struct auth_caller *caller, pid_t pid, struct patch_pin *pin,
-		   char *exe, size_t exe_len, char *why, size_t why_len)
+static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid,
+		   struct patch_pin *pin, char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
+	struct pidns_view view;
 	struct procfs_stat st;
 	char path[64];
+	pid_t pid;
 	ssize_t n;
 	int r;
 
-	r = check_same_pid_namespace(caller->pid, why, why_len);
-	if (r < 0)
+	r = pidns_view_of(caller->pid, &view);
+	if (r < 0) {
+		snprintf(why, why_len, "cannot tell the PID namespace of the requesting process %d",
+			 caller->pid);
 		return r;
+	}
+	r = pidns_to_daemon(&view, asked, &pid);
+	if (r < 0) {
+		snprintf(why, why_len, "no process with PID %d in your PID namespace", asked);
+		return r;
+	}
+	*ret_pid = pid;
 	/* Pin first: whatever we learn below is about this very process. */
 	pin->pidfd = pidfd_open_pid(pid);
 	if (pin->pidfd < 0) {
 		r = errno;
-		snprintf(why, why_len, r == ESRCH ? "no process with PID %d" :
-			 "cannot pin process %d: %s", pid, strerror(r));
-		return r == ESRCH ? -BTG_ERR_NOPROC : -r;
+		if (r == ESRCH)
+			snprintf(why, why_len, "no process with PID %d", asked);
+		else if (r == EINVAL)  /* pidfd_open refuses a TID that is not a process */
+			snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
+		else
+			snprintf(why, why_len, "cannot pin process %d: %s", asked, strerror(r));
+		return r == ESRCH || r == EINVAL ? -BTG_ERR_NOPROC : -r;
 	}
 	r = auth_read_target(pid, &target);
 	if (r < 0) {
-		snprintf(why, why_len, "no process with PID %d", pid);
+		snprintf(why, why_len, "no process with PID %d", asked);
 		return r;
 	}
 	r = auth_check(caller, &target, why, why_len);
 	if (r < 0)
 		return r;
 	if (target.status.tgid != pid) {
-		snprintf(why, why_len, "%d is a thread of process %d; name the process", pid,
-			 target.status.tgid);
+		snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
 		return -BTG_ERR_NOPROC;
 	}
+	if (target.status.tracer > 0) {
+		/* Checked before seizing anything, so the tracer's session is untouched. */
+		snprintf(why, why_len, "process %d is already traced by process %d (a debugger or strace?)",
+			 asked, target.status.tracer);
+		return -BTG_ERR_TRACED;
+	}
 	if (target.status.state == 'Z' || target.status.state == 'X') {
-		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", pid);
+		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
 		return -BTG_ERR_ZOMBIE;
 	}
 	r = procfs_read_stat(pid, &st);
 	if (r < 0) {
-		snprintf(why, why_len, "process %d exited", pid);
+		snprintf(why, why_len, "process %d exited", asked);
 		return -BTG_ERR_GONE;
 	}
 	pin->starttime = st.starttime;
@@ -100,6 +102,7 @@ void action_run(const struct auth_caller *caller, unsigned action,
 {
 	struct patch_pin pin = { .pidfd = -1 };
 	char exe[PATH_MAX];
+	pid_t target = 0;
 	int r;
 
 	memset(res, 0, sizeof(*res));
@@ -108,13 +111,13 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	res->state = PROTO_PROC_UNKNOWN;
 	exe[0] = '\0';
 
-	r = prepare(caller, pid, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
+	r = prepare(caller, pid, &target, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
 	if (r == 0)
-		r = patch_run(pid, &pin, action, deadline_ms, res);
+		r = patch_run(target, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);
 	if (pin.pidfd >= 0)
 		close(pin.pidfd);
-	log_action(caller, pid, exe, res);
+	log_action(caller, target ? target : pid, exe, res);
 }
 
 static bool contains(const int32_t *v, size_t n, int32_t pid)

@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "patch.h"
 #include "procfs.h"
 #include "ptrace.h"
@@ -127,7 +128,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 {
 	struct stackcheck_span spans[PROTO_MAX_SITES];
 	size_t nspans = 0;
-	struct stackcheck *sc;
+	struct stackcheck *sc = NULL;
 	struct timespec t0, t1;
 	int r;
 
@@ -159,9 +160,16 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 			snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
 				 t->tid, strerror(-r));
 	}
-	stackcheck_free(sc);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	a->check_us = timespec_diff_us(&t0, &t1);
+	if (sc) {
+		size_t walked, scanned;
+
+		stackcheck_stats(sc, &walked, &scanned);
+		log_msg(LOG_DEBUG, "process %d: %zu threads cleared by stack walk, %zu by stack scan, check took %" PRIu64 " us",
+			a->pid, walked, scanned, a->check_us);
+	}
+	stackcheck_free(sc);
 	/* A stack we could not read is treated like a busy one: retry. */
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }

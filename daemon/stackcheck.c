@@ -2,17 +2,18 @@
 /*
  * Stack walks for the activeness check.
  *
- * libunwind-ptrace walks a stopped thread's frames from its registers using
- * the target's unwind tables, and steps through signal frames, so a
- * handler running on an alternate signal stack still leads back to the PC
- * it interrupted.  A walk can fail (no unwind info, a stack switched by a
+ * libunwind's remote unwinder (the engine of libunwind-ptrace, driven here
+ * by accessors of our own, below) walks a stopped thread's frames from its
+ * registers using the target's unwind tables, and steps through signal
+ * frames, so a handler running on an alternate signal stack still leads
+ * back to the PC it interrupted.  A walk can fail (no unwind info, a stack switched by a
  * coroutine library, objects unreadable from our mount namespace); then we
  * fall back to treating every word of the thread's live stack as a possible
  * return address.  That may refuse a safe moment, never accept an unsafe
  * one: a refusal only costs a retry.
  */
+#include <elf.h>
 #include <errno.h>
-#include <libunwind-ptrace.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -25,18 +26,36 @@
 #define SCAN_MAX_BYTES   ((uint64_t)16 << 20)  /* larger live stacks count as unsafe */
 #define SCAN_CHUNK_WORDS 8192
 #define SNAPSHOT_BYTES   (64u << 10)           /* stack copied per thread for the walk */
+#define PAGE_BYTES       4096u
+#define CACHE_PAGES      256u                  /* target pages kept for unwind tables */
+#define MAX_TABLES       256u
+
+/* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
+#define DW_EH_PE_udata4  0x03
+#define DW_EH_PE_sdata4  0x0b
+#define DW_EH_PE_datarel 0x30
 
 /*
  * libunwind-ptrace's stock accessors read registers and memory one word per
- * system call and re-read /proc/PID/maps and re-map the object file for
- * every thread.  We serve registers from PTRACE_GETREGS, memory from one
- * snapshot of each thread's stack (other addresses: one process_vm_readv),
- * and unwind tables from one libunwind-ptrace handle per object file,
- * whose cache of that file's tables then stays warm across all threads.
+ * system call, and re-read /proc/PID/maps and re-map the object file for
+ * every thread: tens of milliseconds of pause for a few threads.  Instead:
+ *  - registers come from the PTRACE_GETREGS we already did;
+ *  - the top of each thread's stack is copied with one process_vm_readv;
+ *  - other memory (unwind tables, code) is read a page at a time through a
+ *    small cache shared by every thread of the check;
+ *  - the unwind table of an object is found from its own ELF headers in the
+ *    target's memory (PT_GNU_EH_FRAME), so objects we cannot open by path
+ *    (another mount namespace, deleted files, the vDSO) unwind too.
  */
-struct object_upt {
-	uint64_t dev_inode;   /* (dev << 40) ^ inode: the file's identity */
-	void *upt;
+struct page {
+	uint64_t addr;        /* page address + 1; 0: empty */
+	uint8_t data[PAGE_BYTES];
+};
+
+struct table {
+	uint64_t text_start;  /* the executable mapping it covers */
+	bool ok;
+	unw_dyn_info_t di;
 };
 
 struct stackcheck {
@@ -45,8 +64,10 @@ struct stackcheck {
 	const struct procfs_mapping *maps;
 	size_t nmaps;
 	uint64_t *chunk;
-	struct object_upt *objs;
-	size_t nobjs;
+	struct page *pages;
+	struct table tables[MAX_TABLES];
+	size_t ntables;
+	size_t walked, scanned;    /* threads settled by a full walk / by the scan */
 	/* The thread being walked. */
 	pid_t tid;
 	const arch_regs_t *regs;
@@ -77,47 +98,143 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 	return false;
 }
 
-/* The libunwind-ptrace handle for the object holding ip, made on first use. */
-static void *object_upt_for(struct stackcheck *sc, unw_word_t ip)
+static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
+{
+	struct page *p = &sc->pages[(page / PAGE_BYTES) % CACHE_PAGES];
+	struct iovec local = { .iov_base = p->data, .iov_len = PAGE_BYTES };
+	struct iovec remote = { .iov_base = (void *)page, .iov_len = PAGE_BYTES };
+
+	if (p->addr == page + 1)
+		return p->data;
+	p->addr = 0;
+	if (process_vm_readv(sc->pid, &local, 1, &remote, 1, 0) != PAGE_BYTES)
+		return NULL;
+	p->addr = page + 1;
+	return p->data;
+}
+
+/* Reads target memory: the stack snapshot first, then the page cache. */
+static int mem_read(struct stackcheck *sc, uint64_t addr, void *buf, size_t len)
+{
+	uint8_t *out = buf;
+
+	if (addr >= sc->snap_lo && addr - sc->snap_lo <= sc->snap_len &&
+	    sc->snap_len - (addr - sc->snap_lo) >= len) {
+		memcpy(buf, sc->snap + (addr - sc->snap_lo), len);
+		return 0;
+	}
+	while (len > 0) {
+		uint64_t page = addr & ~(uint64_t)(PAGE_BYTES - 1);
+		size_t off = (size_t)(addr - page), n = PAGE_BYTES - off;
+		const uint8_t *data = cached_page(sc, page);
+
+		if (!data)
+			return -EFAULT;
+		if (n > len)
+			n = len;
+		memcpy(out, data + off, n);
+		out += n;
+		addr += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static bool same_object(const struct procfs_mapping *a, const struct procfs_mapping *b)
+{
+	if (!a->inode || !b->inode)
+		return a == b;
+	return a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
+}
+
+/*
+ * Finds the binary-search table of .eh_frame_hdr for the object whose
+ * executable mapping is m, from the ELF and program headers at the start
+ * of the object's first mapping.  Only the encodings every GNU toolchain
+ * emits are accepted; anything else means "no info", and the caller falls
+ * back to the conservative scan.
+ */
+static int load_table(struct stackcheck *sc, const struct procfs_mapping *m, unw_dyn_info_t *di)
+{
+	const struct procfs_mapping *base = m;
+	Elf64_Ehdr eh;
+	uint64_t bias = 0, hdr = 0;
+	bool have_bias = false;
+	uint8_t enc[4];
+	uint32_t fde_count;
+
+	while (base > sc->maps && same_object(base - 1, m))
+		base--;
+	if (base->offset != 0 || mem_read(sc, base->start, &eh, sizeof(eh)) < 0 ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh.e_phnum > 512)
+		return -UNW_ENOINFO;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+
+		if (mem_read(sc, base->start + eh.e_phoff + i * sizeof(ph), &ph, sizeof(ph)) < 0)
+			return -UNW_ENOINFO;
+		if (ph.p_type == PT_LOAD && ph.p_offset == 0 && !have_bias) {
+			bias = base->start - (ph.p_vaddr & ~(uint64_t)(PAGE_BYTES - 1));
+			have_bias = true;
+		} else if (ph.p_type == PT_GNU_EH_FRAME) {
+			hdr = ph.p_vaddr;
+		}
+	}
+	if (!have_bias || !hdr)
+		return -UNW_ENOINFO;
+	hdr += bias;
+	if (mem_read(sc, hdr, enc, sizeof(enc)) < 0 || mem_read(sc, hdr + 8, &fde_count, 4) < 0)
+		return -UNW_ENOINFO;
+	/* version 1; eh_frame_ptr 4 bytes; fde_count udata4; table datarel|sdata4 */
+	if (enc[0] != 1 || ((enc[1] & 0x0f) != DW_EH_PE_udata4 && (enc[1] & 0x0f) != DW_EH_PE_sdata4) ||
+	    enc[2] != DW_EH_PE_udata4 || enc[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+		return -UNW_ENOINFO;
+	memset(di, 0, sizeof(*di));
+	di->start_ip = m->start;
+	di->end_ip = m->end;
+	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di->u.rti.segbase = hdr;
+	di->u.rti.table_data = hdr + 12;
+	di->u.rti.table_len = (uint64_t)fde_count * 8 / sizeof(unw_word_t);
+	return 0;
+}
+
+static unw_dyn_info_t *table_for(struct stackcheck *sc, unw_word_t ip)
 {
 	const struct procfs_mapping *m = find_mapping(sc, ip);
-	uint64_t key;
-	struct object_upt *v;
+	struct table *t;
 
-	if (!m || !m->inode)
+	if (!m || !(m->perms & PROCFS_MAP_EXEC))
 		return NULL;
-	key = ((uint64_t)m->dev_major << 52) ^ ((uint64_t)m->dev_minor << 40) ^ m->inode;
-	for (size_t i = 0; i < sc->nobjs; i++)
-		if (sc->objs[i].dev_inode == key)
-			return sc->objs[i].upt;
-	v = realloc(sc->objs, (sc->nobjs + 1) * sizeof(*v));
-	if (!v)
+	for (size_t i = 0; i < sc->ntables; i++)
+		if (sc->tables[i].text_start == m->start)
+			return sc->tables[i].ok ? &sc->tables[i].di : NULL;
+	if (sc->ntables == MAX_TABLES)
 		return NULL;
-	sc->objs = v;
-	v[sc->nobjs].dev_inode = key;
-	v[sc->nobjs].upt = _UPT_create(sc->tid);
-	if (!v[sc->nobjs].upt)
-		return NULL;
-	return v[sc->nobjs++].upt;
+	t = &sc->tables[sc->ntables++];
+	t->text_start = m->start;
+	t->ok = load_table(sc, m, &t->di) == 0;
+	return t->ok ? &t->di : NULL;
 }
 
 static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
 			      int need_unwind_info, void *arg)
 {
-	void *upt = object_upt_for(arg, ip);
+	unw_dyn_info_t *di = table_for(arg, ip);
 
-	if (!upt)
+	if (!di)
 		return -UNW_ENOINFO;
-	return _UPT_find_proc_info(as, ip, pi, need_unwind_info, upt);
+	return arch_unw_search_unwind_table(as, ip, di, pi, need_unwind_info, arg);
 }
 
 static void acc_put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
 {
-	struct stackcheck *sc = arg;
-
-	/* Any handle frees what any handle allocated: it is plain free(). */
-	if (sc->nobjs)
-		_UPT_put_unwind_info(as, pi, sc->objs[0].upt);
+	(void)as;
+	(void)arg;
+	free(pi->unwind_info);  /* the table search allocates it with malloc */
+	pi->unwind_info = NULL;
 }
 
 static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, void *arg)
@@ -131,20 +248,10 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, vo
 static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
 			  void *arg)
 {
-	struct stackcheck *sc = arg;
-	struct iovec local = { .iov_base = val, .iov_len = sizeof(*val) };
-	struct iovec remote = { .iov_base = (void *)addr, .iov_len = sizeof(*val) };
-
 	(void)as;
 	if (write)
 		return -UNW_EREADONLYREG;
-	if (addr >= sc->snap_lo && addr - sc->snap_lo + sizeof(*val) <= sc->snap_len) {
-		memcpy(val, sc->snap + (addr - sc->snap_lo), sizeof(*val));
-		return 0;
-	}
-	if (process_vm_readv(sc->tid, &local, 1, &remote, 1, 0) != sizeof(*val))
-		return -UNW_EINVAL;
-	return 0;
+	return mem_read(arg, addr, val, sizeof(*val)) < 0 ? -UNW_EINVAL : 0;
 }
 
 static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
@@ -209,8 +316,9 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		return -ENOMEM;
 	sc->chunk = malloc(SCAN_CHUNK_WORDS * sizeof(uint64_t));
 	sc->snap = malloc(SNAPSHOT_BYTES);
+	sc->pages = calloc(CACHE_PAGES, sizeof(*sc->pages));
 	sc->as = unw_create_addr_space(&accessors, 0);
-	if (!sc->chunk || !sc->snap || !sc->as) {
+	if (!sc->chunk || !sc->snap || !sc->pages || !sc->as) {
 		stackcheck_free(sc);
 		return -ENOMEM;
 	}
@@ -228,9 +336,7 @@ void stackcheck_free(struct stackcheck *sc)
 		return;
 	if (sc->as)
 		unw_destroy_addr_space(sc->as);
-	for (size_t i = 0; i < sc->nobjs; i++)
-		_UPT_destroy(sc->objs[i].upt);
-	free(sc->objs);
+	free(sc->pages);
 	free(sc->chunk);
 	free(sc->snap);
 	free(sc);
@@ -369,11 +475,20 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 	}
 	r = walk(sc, tid, regs, spans, nspans, hit);
 	if (r == 0)
+		sc->walked++;
+	if (r == 0)
 		return 0;
 	if (r == 1)
 		return -BTG_ERR_BUSY;
+	sc->scanned++;
 	r = scan(sc, tid, arch_regs_sp(regs), spans, nspans, hit);
 	if (r == 1)
 		return -BTG_ERR_BUSY;
 	return r;
+}
+
+void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned)
+{
+	*ret_walked = sc->walked;
+	*ret_scanned = sc->scanned;
 }

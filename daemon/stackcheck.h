@@ -56,4 +56,7 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit);
 
+/* How many threads a complete walk cleared, and how many needed the scan. */
+void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned);
+
 #endif

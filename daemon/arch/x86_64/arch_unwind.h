@@ -35,4 +35,15 @@ static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret
 	return 0;
 }
 
+/*
+ * libunwind's DWARF table search, exported by libunwind-x86_64 (it is how
+ * libunwind-ptrace itself finds unwind info) but not declared in its
+ * public headers.  It reads the table through the address space's
+ * accessors with our argument, so it works from our memory cache.
+ */
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+					      unw_dyn_info_t *di, unw_proc_info_t *pi,
+					      int need_unwind_info, void *arg);
+#define arch_unw_search_unwind_table _Ux86_64_dwarf_search_unwind_table
+
 #endif
