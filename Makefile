@@ -90,9 +90,9 @@ check: check-deps
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    python3 -m pytest -q tests/integration
+	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    python3 -m pytest -q tests/integration
+	    /usr/bin/python3 -m pytest -q tests/integration
 
 check-deps:
 	tests/install-deps

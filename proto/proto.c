@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The wire protocol's pure half: encoding and decoding whole messages and
+ * the name/text tables for actions, states and error codes.  Nothing here
+ * touches a socket or allocates; the daemon, btguardctl, the unit tests and
+ * the fuzzers all link it, so every byte a peer sends passes through the
+ * decoders below before anyone else looks at it.
+ *
+ * Integers are read and written a byte at a time in little-endian order
+ * through a bounded cursor; structs are never copied to or from the wire,
+ * so padding, host byte order and ABI never leak into the format.  A cursor
+ * that would run past its end only records that it failed: every decoder
+ * checks that at the end, together with "no bytes left over", which is what
+ * makes a truncated or padded payload an error rather than a partial read.
+ * The format itself is described in proto/PROTOCOL.md.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* Fixed parts of the payloads, see PROTOCOL.md. */
+#define REQUEST_FIXED 12u   /* action, flags, reserved, deadline_ms, npids */
+#define RESULT_FIXED  22u   /* pid .. check_us, msglen */
+#define SITE_FIXED    12u   /* address, state, reserved, objlen */
+#define DONE_SIZE      4u
+#define ERROR_FIXED    6u   /* code, msglen */
+
+/* ------------------------------------------------------------ cursors -- */
+
+struct writer {
+	uint8_t *buf;
+	size_t   cap;
+	size_t   off;
+};
+
+/* Callers size the whole message first, so a writer never overflows; the
+ * bound check is a last line of defence, not a control path. */
+static void put_bytes(struct writer *w, const void *src, size_t n)
+{
+	if (n > w->cap - w->off)
+		return;
+	if (n)
+		memcpy(w->buf + w->off, src, n);
+	w->off += n;
+}
+
+static void put_u8(struct writer *w, uint8_t v)
+{
+	put_bytes(w, &v, 1);
+}
+
+static void put_u16(struct writer *w, uint16_t v)
+{
+	uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+	put_bytes(w, b, sizeof(b));
+}
+
+static void put_u32(struct writer *w, uint32_t v)
+{
+	uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+	put_bytes(w, b, sizeof(b));
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+	put_u32(w, (uint32_t)v);
+	put_u32(w, (uint32_t)(v >> 32));
+}
+
+struct reader {
+	const uint8_t *buf;
+	size_t         len;
+	size_t         off;
+	bool           short_read;   /* something asked for more than was left */
+};
+
+static const uint8_t *get_bytes(struct reader *r, size_t n)
+{
+	const uint8_t *p;
+
+	if (r->short_read || n > r->len - r->off) {
+		r->short_read = true;
+		return NULL;
+	}
+	p = r->buf + r->off;
+	r->off += n;
+	return p;
+}
+
+static uint8_t get_u8(struct reader *r)
+{
+	const uint8_t *p = get_bytes(r, 1);
+	return p ? p[0] : 0;
+}
+
+static uint16_t get_u16(struct reader *r)
+{
+	const uint8_t *p = get_bytes(r, 2);
+	return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
+}
+
+static uint32_t get_u32(struct reader *r)
+{
+	const uint8_t *p = get_bytes(r, 4);
+	return p ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		   (uint32_t)p[3] << 24 : 0;
+}
+
+static uint64_t get_u64(struct reader *r)
+{
+	uint64_t lo = get_u32(r);
+	return lo | (uint64_t)get_u32(r) << 32;
+}
+
+/* A decode succeeded only if nothing was missing and nothing is left over. */
+static bool reader_done(const struct reader *r)
+{
+	return !r->short_read && r->off == r->len;
+}
+
+/*
+ * Reads a length-prefixed string into dst (NUL-terminated).  The strings
+ * are C strings at both ends, so an embedded NUL could only mean a
+ * malicious or broken peer hiding text behind it: rejected.
+ */
+static int get_string(struct reader *r, size_t limit, char *dst, size_t dst_cap)
+{
+	uint16_t n = get_u16(r);
+	const uint8_t *p;
+
+	if (r->short_read || n > limit)
+		return -EBADMSG;
+	p = get_bytes(r, n);
+	if (!p || memchr(p, '\0', n))
+		return -EBADMSG;
+	if (dst && dst_cap) {
+		size_t copy = n < dst_cap - 1 ? n : dst_cap - 1;
+		memcpy(dst, p, copy);
+		dst[copy] = '\0';
+	}
+	return 0;
+}
+
+/*
+ * Length of s as it goes on the wire: at most limit bytes, and when that
+ * cuts the string, cut before a UTF-8 sequence the limit would split, so a
+ * truncated path or message is still valid text for the JSON output.
+ */
+static size_t wire_strlen(const char *s, size_t limit)
+{
+	size_t n = strnlen(s, limit + 1);
+
+	if (n <= limit)
+		return n;
+	n = limit;
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
+static void put_header(struct writer *w, enum proto_kind kind, size_t payload)
+{
+	put_u32(w, PROTO_MAGIC);
+	put_u16(w, PROTO_VERSION);
+	put_u16(w, (uint16_t)kind);
+	put_u32(w, (uint32_t)payload);
+}
+
+/* Checks the capacity for a message whose payload is `payload` bytes. */
+static int start_message(struct writer *w, uint8_t *buf, size_t cap,
+			 enum proto_kind kind, size_t payload)
+{
+	if (payload > PROTO_MAX_PAYLOAD)
+		return -EINVAL;
+	if (!buf || cap < PROTO_HEADER_SIZE + payload)
+		return -EMSGSIZE;
+	*w = (struct writer){ .buf = buf, .cap = cap };
+	put_header(w, kind, payload);
+	return 0;
+}
+
+/* ------------------------------------------------------------- checks -- */
+
+static bool action_valid(unsigned a)
+{
+	return a == PROTO_ACTION_GUARD || a == PROTO_ACTION_UNGUARD || a == PROTO_ACTION_STATUS;
+}
+
+static bool site_state_valid(unsigned s)
+{
+	return s >= PROTO_SITE_ORIGINAL && s <= PROTO_SITE_FOREIGN;
+}
+
+static bool proc_state_valid(unsigned s)
+{
+	return s <= PROTO_PROC_UNKNOWN;
+}
+
+static bool kind_valid(unsigned k)
+{
+	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_ERROR;
+}
+
+/* The request checks, shared by the encoder (-EINVAL) and the decoder. */
+static bool request_valid(uint8_t action, uint8_t flags, uint32_t deadline_ms, uint32_t npids)
+{
+	return action_valid(action) && !(flags & ~PROTO_FLAGS_KNOWN) &&
+	       deadline_ms <= PROTO_MAX_DEADLINE_MS && npids >= 1 && npids <= PROTO_MAX_PIDS;
+}
+
+static bool result_head_valid(const struct proto_result *res)
+{
+	return res->pid > 0 && action_valid(res->action) && proc_state_valid(res->state) &&
+	       !(res->flags & ~PROTO_RESULT_WROTE) && res->nsites <= PROTO_MAX_SITES;
+}
+
+/* ----------------------------------------------------------- encoders -- */
+
+int proto_encode_request(const struct proto_request *req, uint8_t *buf, size_t cap)
+{
+	struct writer w;
+	size_t payload;
+	int r;
+
+	if (!request_valid(req->action, req->flags, req->deadline_ms, req->npids))
+		return -EINVAL;
+	for (uint32_t i = 0; i < req->npids; i++)
+		if (req->pids[i] <= 0)
+			return -EINVAL;
+
+	payload = REQUEST_FIXED + 4u * (size_t)req->npids;
+	r = start_message(&w, buf, cap, PROTO_KIND_REQUEST, payload);
+	if (r < 0)
+		return r;
+	put_u8(&w, req->action);
+	put_u8(&w, req->flags);
+	put_u16(&w, 0);
+	put_u32(&w, req->deadline_ms);
+	put_u32(&w, req->npids);
+	for (uint32_t i = 0; i < req->npids; i++)
+		put_u32(&w, (uint32_t)req->pids[i]);
+	return (int)w.off;
+}
+
+int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap)
+{
+	size_t msglen, objlen[PROTO_MAX_SITES], payload;
+	struct writer w;
+	int r;
+
+	if (!result_head_valid(res))
+		return -EINVAL;
+	msglen = wire_strlen(res->message, PROTO_MAX_MESSAGE);
+	payload = RESULT_FIXED + msglen;
+	for (unsigned i = 0; i < res->nsites; i++) {
+		if (!site_state_valid(res->sites[i].state))
+			return -EINVAL;
+		objlen[i] = wire_strlen(res->sites[i].object, PROTO_MAX_OBJECT);
+		payload += SITE_FIXED + objlen[i];
+	}
+
+	r = start_message(&w, buf, cap, PROTO_KIND_RESULT, payload);
+	if (r < 0)
+		return r;
+	put_u32(&w, (uint32_t)res->pid);
+	put_u32(&w, res->error);
+	put_u8(&w, res->action);
+	put_u8(&w, res->state);
+	put_u8(&w, res->flags);
+	put_u8(&w, res->nsites);
+	put_u32(&w, res->pause_us);
+	put_u32(&w, res->check_us);
+	put_u16(&w, (uint16_t)msglen);
+	put_bytes(&w, res->message, msglen);
+	for (unsigned i = 0; i < res->nsites; i++) {
+		put_u64(&w, res->sites[i].address);
+		put_u8(&w, res->sites[i].state);
+		put_u8(&w, 0);
+		put_u16(&w, (uint16_t)objlen[i]);
+		put_bytes(&w, res->sites[i].object, objlen[i]);
+	}
+	return (int)w.off;
+}
+
+int proto_encode_done(uint32_t count, uint8_t *buf, size_t cap)
+{
+	struct writer w;
+	int r = start_message(&w, buf, cap, PROTO_KIND_DONE, DONE_SIZE);
+
+	if (r < 0)
+		return r;
+	put_u32(&w, count);
+	return (int)w.off;
+}
+
+int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t cap)
+{
+	size_t msglen;
+	struct writer w;
+	int r;
+
+	/* An ERROR that says "success" would leave the client with nothing to
+	 * report; the decoder refuses it too. */
+	if (code == BTG_OK)
+		return -EINVAL;
+	if (!message)
+		message = "";
+	msglen = wire_strlen(message, PROTO_MAX_MESSAGE);
+	r = start_message(&w, buf, cap, PROTO_KIND_ERROR, ERROR_FIXED + msglen);
+	if (r < 0)
+		return r;
+	put_u32(&w, code);
+	put_u16(&w, (uint16_t)msglen);
+	put_bytes(&w, message, msglen);
+	return (int)w.off;
+}
+
+/* ----------------------------------------------------------- decoders -- */
+
+int proto_decode_header(const uint8_t *buf, size_t len, struct proto_header *ret)
+{
+	struct reader r = { .buf = buf, .len = len };
+	struct proto_header h;
+
+	if (!buf || len < PROTO_HEADER_SIZE)
+		return -EBADMSG;
+	h.magic = get_u32(&r);
+	h.version = get_u16(&r);
+	h.kind = get_u16(&r);
+	h.length = get_u32(&r);
+	if (h.magic != PROTO_MAGIC)
+		return -EBADMSG;
+	/* Checked before the kind: a future version may define new kinds. */
+	if (h.version != PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	if (!kind_valid(h.kind))
+		return -EBADMSG;
+	if (h.length > PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	*ret = h;
+	return 0;
+}
+
+int proto_decode_request(const uint8_t *payload, size_t len, struct proto_request *ret)
+{
+	struct reader r = { .buf = payload, .len = len };
+	uint8_t action, flags;
+	uint16_t reserved;
+	uint32_t deadline_ms, npids;
+
+	/* Check the whole length before touching ret, which is only written
+	 * on success (the PIDs go straight in to avoid a 16 KiB copy). */
+	if (!payload || len < REQUEST_FIXED)
+		return -EBADMSG;
+	action = get_u8(&r);
+	flags = get_u8(&r);
+	reserved = get_u16(&r);
+	deadline_ms = get_u32(&r);
+	npids = get_u32(&r);
+	if (reserved != 0 || !request_valid(action, flags, deadline_ms, npids))
+		return -EBADMSG;
+	if (len != REQUEST_FIXED + 4u * (size_t)npids)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < npids; i++)
+		if ((int32_t)get_u32(&r) <= 0)
+			return -EBADMSG;
+	if (!reader_done(&r))
+		return -EBADMSG;
+
+	/* Everything is valid: second pass over the PIDs into ret. */
+	r.off = REQUEST_FIXED;
+	ret->action = action;
+	ret->flags = flags;
+	ret->deadline_ms = deadline_ms;
+	ret->npids = npids;
+	for (uint32_t i = 0; i < npids; i++)
+		ret->pids[i] = (int32_t)get_u32(&r);
+	return 0;
+}
+
+int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result *ret)
+{
+	struct reader r = { .buf = payload, .len = len };
+	struct proto_result res;   /* ~17 KiB; copied out only on success */
+
+	if (!payload)
+		return -EBADMSG;
+	memset(&res, 0, sizeof(res));
+	res.pid = (int32_t)get_u32(&r);
+	res.error = get_u32(&r);
+	res.action = get_u8(&r);
+	res.state = get_u8(&r);
+	res.flags = get_u8(&r);
+	res.nsites = get_u8(&r);
+	res.pause_us = get_u32(&r);
+	res.check_us = get_u32(&r);
+	if (r.short_read || !result_head_valid(&res))
+		return -EBADMSG;
+	if (get_string(&r, PROTO_MAX_MESSAGE, res.message, sizeof(res.message)) < 0)
+		return -EBADMSG;
+
+	for (unsigned i = 0; i < res.nsites; i++) {
+		struct proto_site *s = &res.sites[i];
+
+		s->address = get_u64(&r);
+		s->state = get_u8(&r);
+		if (get_u8(&r) != 0 || r.short_read || !site_state_valid(s->state))
+			return -EBADMSG;
+		if (get_string(&r, PROTO_MAX_OBJECT, s->object, sizeof(s->object)) < 0)
+			return -EBADMSG;
+	}
+	if (!reader_done(&r))
+		return -EBADMSG;
+	*ret = res;
+	return 0;
+}
+
+int proto_decode_done(const uint8_t *payload, size_t len, uint32_t *ret_count)
+{
+	struct reader r = { .buf = payload, .len = len };
+	uint32_t count;
+
+	if (!payload)
+		return -EBADMSG;
+	count = get_u32(&r);
+	if (!reader_done(&r))
+		return -EBADMSG;
+	*ret_count = count;
+	return 0;
+}
+
+int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
+		       char *message, size_t message_cap)
+{
+	struct reader r = { .buf = payload, .len = len };
+	uint32_t code;
+	uint16_t msglen;
+	const uint8_t *msg;
+
+	if (!payload)
+		return -EBADMSG;
+	code = get_u32(&r);
+	msglen = get_u16(&r);
+	if (r.short_read || code == BTG_OK || msglen > PROTO_MAX_MESSAGE)
+		return -EBADMSG;
+	msg = get_bytes(&r, msglen);
+	if (!msg || memchr(msg, '\0', msglen) || !reader_done(&r))
+		return -EBADMSG;
+
+	*ret_code = code;
+	if (message && message_cap) {
+		size_t copy = msglen < message_cap - 1 ? msglen : message_cap - 1;
+		memcpy(message, msg, copy);
+		message[copy] = '\0';
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------------- names -- */
+
+const char *proto_action_name(unsigned action)
+{
+	switch (action) {
+	case PROTO_ACTION_GUARD:   return "guard";
+	case PROTO_ACTION_UNGUARD: return "unguard";
+	case PROTO_ACTION_STATUS:  return "status";
+	}
+	return "unknown";
+}
+
+const char *proto_site_state_name(unsigned state)
+{
+	switch (state) {
+	case PROTO_SITE_ORIGINAL: return "original";
+	case PROTO_SITE_GUARDED:  return "guarded";
+	case PROTO_SITE_FOREIGN:  return "foreign";
+	}
+	return "unknown";
+}
+
+const char *proto_proc_state_name(unsigned state)
+{
+	switch (state) {
+	case PROTO_PROC_NONE:      return "none";
+	case PROTO_PROC_UNGUARDED: return "unguarded";
+	case PROTO_PROC_GUARDED:   return "guarded";
+	case PROTO_PROC_PARTIAL:   return "partial";
+	case PROTO_PROC_FOREIGN:   return "foreign";
+	case PROTO_PROC_UNKNOWN:   return "unknown";
+	}
+	return "unknown";
+}
+
+/* Indexed by code - BTG_ERR_BASE; the unit test checks it covers the enum. */
+static const struct {
+	const char *name;
+	const char *text;
+} btg_errors[BTG_ERR_END - BTG_ERR_BASE] = {
+	[BTG_ERR_BUSY - BTG_ERR_BASE] = { "busy",
+		"a thread is executing or will return into the bytes to be changed; "
+		"retry later or raise --deadline" },
+	[BTG_ERR_FOREIGN - BTG_ERR_BASE] = { "foreign",
+		"backtrace() holds bytes that are neither the original nor btguard's stub; "
+		"something else patched it, so btguard will not write there" },
+	[BTG_ERR_NOSITE - BTG_ERR_BASE] = { "no-site",
+		"the process has no backtrace() definition loaded; there is nothing to patch" },
+	[BTG_ERR_TRACED - BTG_ERR_BASE] = { "traced",
+		"the process is already traced by another process (a debugger?); detach it first" },
+	[BTG_ERR_DENIED - BTG_ERR_BASE] = { "denied",
+		"you may not act on this process: only root, or the owner of a dumpable process "
+		"with matching real, effective and saved ids, may" },
+	[BTG_ERR_NOPROC - BTG_ERR_BASE] = { "no-process",
+		"there is no process with this PID" },
+	[BTG_ERR_ZOMBIE - BTG_ERR_BASE] = { "zombie",
+		"the process has exited and waits to be reaped by its parent" },
+	[BTG_ERR_KTHREAD - BTG_ERR_BASE] = { "kernel-thread",
+		"the PID names a kernel thread, which has no user-space code to patch" },
+	[BTG_ERR_SELF - BTG_ERR_BASE] = { "self",
+		"the PID names btguardd itself, which never acts on its own process" },
+	[BTG_ERR_GONE - BTG_ERR_BASE] = { "gone",
+		"the process exited while the operation was in progress; nothing was left changed" },
+	[BTG_ERR_EXEC - BTG_ERR_BASE] = { "exec",
+		"the process executed a new program during the operation; it was left untouched" },
+	[BTG_ERR_REUSED - BTG_ERR_BASE] = { "pid-reused",
+		"the PID was reused by another process during the operation; it was left untouched" },
+	[BTG_ERR_VERIFY - BTG_ERR_BASE] = { "verify",
+		"reading the bytes back after the write did not show what was written" },
+	[BTG_ERR_STOP - BTG_ERR_BASE] = { "stop-timeout",
+		"a thread of the process did not stop before the deadline; nothing was changed" },
+	[BTG_ERR_ELF - BTG_ERR_BASE] = { "elf",
+		"an object mapped by the process could not be read or parsed" },
+	[BTG_ERR_UNSUPPORTED - BTG_ERR_BASE] = { "unsupported",
+		"the process runs an architecture or binary format btguard does not support" },
+	[BTG_ERR_PROTO - BTG_ERR_BASE] = { "protocol",
+		"a malformed protocol message was received" },
+	[BTG_ERR_LIMIT - BTG_ERR_BASE] = { "limit",
+		"a hard limit of the protocol or the daemon was exceeded" },
+	[BTG_ERR_SHUTDOWN - BTG_ERR_BASE] = { "shutdown",
+		"the daemon is shutting down and accepts no new work" },
+	[BTG_ERR_INTERNAL - BTG_ERR_BASE] = { "internal",
+		"an internal error in btguardd; see its log" },
+};
+
+static bool is_errno_code(uint32_t code)
+{
+	return code >= 1 && code < BTG_ERR_BASE;
+}
+
+static bool is_btg_code(uint32_t code)
+{
+	return code >= BTG_ERR_BASE && code < BTG_ERR_END;
+}
+
+const char *proto_error_name(uint32_t code)
+{
+	if (code == BTG_OK)
+		return "ok";
+	if (is_btg_code(code))
+		return btg_errors[code - BTG_ERR_BASE].name;
+	if (is_errno_code(code)) {
+		/* Per-thread, so two threads naming errors never share text. */
+		static __thread char unnamed[sizeof("errno-4095")];
+		const char *name = NULL;
+
+#ifdef __GLIBC_PREREQ
+#if __GLIBC_PREREQ(2, 32)
+		name = strerrorname_np((int)code);
+#endif
+#endif
+		if (name)
+			return name;
+		snprintf(unnamed, sizeof(unnamed), "errno-%u", (unsigned)code);
+		return unnamed;
+	}
+	return "unknown";
+}
+
+const char *proto_error_text(uint32_t code)
+{
+	if (code == BTG_OK)
+		return "success";
+	if (is_btg_code(code))
+		return btg_errors[code - BTG_ERR_BASE].text;
+	if (is_errno_code(code))
+		return strerror((int)code);
+	return "unknown error code";
+}
+
+uint32_t proto_error_from_negative(int r)
+{
+	if (r >= 0)
+		return BTG_OK;
+	/* -INT_MIN does not exist; no real errno or BTG code is near it. */
+	if (r == INT_MIN)
+		return BTG_ERR_INTERNAL;
+	return (uint32_t)-r;
+}

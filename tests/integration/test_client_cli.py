@@ -1,0 +1,588 @@
+# SPDX-License-Identifier: MIT
+"""btguardctl against a fake daemon.
+
+This file owns the client's contract as seen from outside: arguments and
+usage errors, exit statuses, the human and JSON output, and how the client
+copes with a daemon that refuses, breaks off, lies, or never answers.  The
+fake daemon is a thread in this process speaking the wire format with
+struct.pack on a throwaway Unix socket; each test scripts what it sends, so
+no real daemon, root or ptrace is needed.  The client binary is
+$BTGUARD_BUILD/btguardctl (default <repo>/build).
+"""
+
+import errno
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BTGUARDCTL = Path(os.environ.get("BTGUARD_BUILD", REPO / "build")) / "btguardctl"
+
+RUN_TIMEOUT = 30.0          # no client run may take longer than this
+
+MAGIC, VERSION = 0x31475442, 1
+REQUEST, RESULT, DONE, ERROR = 1, 2, 3, 4
+GUARD, UNGUARD, STATUS = 1, 2, 3
+NONE, UNGUARDED, GUARDED, PARTIAL, FOREIGN, UNKNOWN = range(6)
+SITE_ORIGINAL, SITE_GUARDED, SITE_FOREIGN = 1, 2, 3
+WROTE = 0x01
+ERR_BUSY, ERR_NOPROC, ERR_LIMIT = 4096, 4101, 4113
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+
+
+# ------------------------------------------------------------ the wire --
+
+def header(kind, length, magic=MAGIC, version=VERSION):
+    return struct.pack("<IHHI", magic, version, kind, length)
+
+
+def message(kind, payload):
+    return header(kind, len(payload)) + payload
+
+
+def result(pid, error=0, action=GUARD, state=GUARDED, flags=0, sites=(),
+           msg=b"", pause_us=0, check_us=0):
+    """A RESULT; sites are (address, state, object-bytes) tuples."""
+    if isinstance(msg, str):
+        msg = msg.encode()
+    body = struct.pack("<iIBBBBIIH", pid, error, action, state, flags, len(sites),
+                       pause_us, check_us, len(msg)) + msg
+    for address, st, obj in sites:
+        if isinstance(obj, str):
+            obj = obj.encode()
+        body += struct.pack("<QBBH", address, st, 0, len(obj)) + obj
+    return message(RESULT, body)
+
+
+def done(count):
+    return message(DONE, struct.pack("<I", count))
+
+
+def error_msg(code, text):
+    text = text.encode()
+    return message(ERROR, struct.pack("<IH", code, len(text)) + text)
+
+
+def recv_exact(conn, n):
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise EOFError(f"client closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+class Request:
+    def __init__(self, action, flags, reserved, deadline_ms, pids):
+        self.action, self.flags, self.reserved = action, flags, reserved
+        self.deadline_ms, self.pids = deadline_ms, pids
+
+
+def read_request(conn):
+    magic, version, kind, length = struct.unpack("<IHHI", recv_exact(conn, 12))
+    assert (magic, version, kind) == (MAGIC, VERSION, REQUEST)
+    payload = recv_exact(conn, length)
+    action, flags, reserved, deadline_ms, npids = struct.unpack_from("<BBHII", payload)
+    assert length == 12 + 4 * npids
+    pids = list(struct.unpack_from(f"<{npids}i", payload, 12))
+    return Request(action, flags, reserved, deadline_ms, pids)
+
+
+# ------------------------------------------------------ the fake daemon --
+
+class FakeDaemon:
+    """Accepts connections on a private socket; for each, reads one REQUEST
+    and calls script(conn, request).  Scripts that want to stall wait on
+    self.release, which stop() sets, so no thread outlives its test."""
+
+    def __init__(self, path, script):
+        self.path = str(path)
+        self.script = script
+        self.requests = []
+        self.connections = 0
+        self.errors = []
+        self.release = threading.Event()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        self._listener.listen(8)
+        self._listener.settimeout(0.05)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                try:
+                    req = read_request(conn)
+                    self.requests.append(req)
+                    self.script(self, conn, req)
+                except (OSError, EOFError, AssertionError) as e:
+                    self.errors.append(e)
+
+    def stop(self):
+        self.release.set()
+        self._stopping.set()
+        self._thread.join(10)
+        self._listener.close()
+        assert not self._thread.is_alive(), "fake daemon thread did not stop"
+
+
+@pytest.fixture
+def sockdir():
+    # A short path: sun_path holds 108 bytes and pytest's tmp_path can be long.
+    with tempfile.TemporaryDirectory(prefix="btgctl-") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def fake(sockdir):
+    """fake(script) starts a daemon on sockdir/d.sock; all stop at teardown."""
+    started = []
+
+    def start(script, name="d.sock"):
+        d = FakeDaemon(sockdir / name, script)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+def run(args, sock=None, env_socket=None, timeout=RUN_TIMEOUT):
+    env = {k: v for k, v in os.environ.items() if k != "BTGUARD_SOCKET"}
+    if env_socket is not None:
+        env["BTGUARD_SOCKET"] = env_socket
+    cmd = [str(BTGUARDCTL)]
+    if sock is not None:
+        cmd += ["--socket", str(sock)]
+    p = subprocess.run(cmd + list(args), capture_output=True, timeout=timeout, env=env)
+    # The tests also run against an ASan+UBSan build of the client.
+    for marker in (b"Sanitizer", b"runtime error:"):
+        assert marker not in p.stderr, p.stderr.decode(errors="replace")
+    return p
+
+
+def lines(proc):
+    return proc.stdout.decode().splitlines()
+
+
+def json_lines(proc):
+    return [json.loads(line) for line in lines(proc)]
+
+
+def reply(*messages):
+    """A script that sends the given messages and closes."""
+    def script(daemon, conn, req):
+        for m in messages:
+            conn.sendall(m)
+    return script
+
+
+# --------------------------------------------------------------- usage --
+
+def test_binary_exists():
+    assert BTGUARDCTL.is_file(), f"build the client first: {BTGUARDCTL}"
+
+
+def test_help_is_complete_and_exits_0():
+    p = run(["--help"])
+    assert p.returncode == 0
+    out = p.stdout.decode()
+    for needle in ("Usage: btguardctl", "guard PID", "unguard PID", "status PID",
+                   "--socket", "--json", "--timeout", "--deadline", "--tree",
+                   "BTGUARD_SOCKET", "Exit status", "Examples", "/run/btguard/btguard.sock"):
+        assert needle in out, needle
+    assert p.stderr == b""
+
+
+def test_version():
+    p = run(["--version"])
+    assert p.returncode == 0
+    assert p.stdout == b"btguardctl 0.1.0\n"
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["bogus", "1"],
+    ["guard"],
+    ["guard", "12a"],
+    ["guard", "0"],
+    ["guard", "-5"],
+    ["guard", "--", "-5"],
+    ["guard", "+5"],
+    ["guard", "0x10"],
+    ["guard", " 1"],
+    ["guard", ""],
+    ["guard", "2147483648"],
+    ["guard", "99999999999999999999999"],
+    ["status", "1", "2", "x"],
+    ["--deadline", "0", "guard", "1"],
+    ["--deadline", "60001", "guard", "1"],
+    ["--deadline", "1.5", "guard", "1"],
+    ["--timeout", "0", "guard", "1"],
+    ["--timeout", "-1", "guard", "1"],
+    ["--timeout", "abc", "guard", "1"],
+    ["--timeout", "nan", "guard", "1"],
+    ["--bogus", "guard", "1"],
+    ["guard", "1", "--timeout"],
+], ids=repr)
+def test_usage_errors_exit_2_and_send_nothing(fake, args):
+    d = fake(reply(done(0)))
+    p = run(args, sock=d.path)
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.decode()
+    assert err.startswith("btguardctl: ")
+    assert "Try 'btguardctl --help'" in err
+    assert p.stdout == b""
+    assert d.connections == 0
+
+
+def test_too_many_pids_is_a_usage_error(fake):
+    d = fake(reply(done(0)))
+    p = run(["status"] + [str(i) for i in range(1, 4098)], sock=d.path)
+    assert p.returncode == 2
+    assert "too many PIDs" in p.stderr.decode()
+    assert d.connections == 0
+
+
+def test_maximum_pids_and_duplicates_are_sent(fake):
+    def script(daemon, conn, req):
+        conn.sendall(b"".join(result(pid, action=STATUS, state=UNGUARDED) for pid in req.pids))
+        conn.sendall(done(len(req.pids)))
+
+    d = fake(script)
+    pids = [str(i) for i in range(1, 4096)] + ["1"]
+    p = run(["status"] + pids, sock=d.path)
+    assert p.returncode == 0, p.stderr
+    assert d.requests[0].pids == [int(x) for x in pids]
+    out = lines(p)
+    assert len(out) == 4096
+    assert out[0] == "1: unguarded (0 sites)"
+    assert out[-1] == "1: unguarded (0 sites)"
+
+
+# -------------------------------------------------------- the request --
+
+def test_request_fields(fake):
+    d = fake(reply(result(10), result(20), result(10), done(3)))
+    p = run(["--tree", "--deadline", "1500", "guard", "10", "20", "10"], sock=d.path)
+    assert p.returncode == 0, p.stderr
+    req = d.requests[0]
+    assert (req.action, req.flags, req.reserved, req.deadline_ms) == (GUARD, 1, 0, 1500)
+    assert req.pids == [10, 20, 10]
+
+
+def test_request_defaults(fake):
+    d = fake(reply(result(2147483647, action=UNGUARD, state=UNGUARDED), done(1)))
+    p = run(["unguard", "2147483647"], sock=d.path)
+    assert p.returncode == 0, p.stderr
+    req = d.requests[0]
+    assert (req.action, req.flags, req.deadline_ms) == (UNGUARD, 0, 0)
+    assert req.pids == [2147483647]
+
+
+def test_socket_from_environment_and_option_wins(fake):
+    env_d = fake(reply(result(5, action=STATUS), done(1)), name="env.sock")
+    opt_d = fake(reply(result(5, action=STATUS), done(1)), name="opt.sock")
+
+    p = run(["status", "5"], env_socket=env_d.path)
+    assert p.returncode == 0, p.stderr
+    assert (env_d.connections, opt_d.connections) == (1, 0)
+
+    p = run(["status", "5"], sock=opt_d.path, env_socket=env_d.path)
+    assert p.returncode == 0, p.stderr
+    assert (env_d.connections, opt_d.connections) == (1, 1)
+
+
+# ---------------------------------------------------------- unreachable --
+
+def test_missing_socket_exits_3(sockdir):
+    path = sockdir / "nobody-here.sock"
+    p = run(["status", "1"], sock=path)
+    assert p.returncode == 3
+    err = p.stderr.decode()
+    assert str(path) in err
+    assert os.strerror(errno.ENOENT) in err
+    assert "is btguardd running?" in err
+    assert p.stdout == b""
+
+
+def test_socket_without_listener_exits_3(sockdir):
+    path = sockdir / "stale.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))          # bound, never listening: connect is refused
+    try:
+        p = run(["status", "1"], sock=path)
+    finally:
+        s.close()
+    assert p.returncode == 3
+    assert os.strerror(errno.ECONNREFUSED) in p.stderr.decode()
+
+
+def test_daemon_hanging_up_without_a_byte_exits_3(fake):
+    d = fake(reply())
+    p = run(["guard", "1"], sock=d.path)
+    assert p.returncode == 3
+    assert "without answering" in p.stderr.decode()
+
+
+# ------------------------------------------------------- human output --
+
+SITE = (0x7F1234560000, SITE_GUARDED, LIBC)
+
+
+def test_human_output_lines(fake):
+    d = fake(reply(
+        result(1234, flags=WROTE, sites=[SITE], pause_us=412, check_us=300),
+        result(1235, sites=[SITE]),
+        result(1236, error=ERR_BUSY, state=UNGUARDED, msg="thread 1240 at 0x7f12: inside"),
+        result(1237, error=ERR_NOPROC, state=UNKNOWN),
+        result(1238, state=PARTIAL, sites=[SITE, (0x5000, SITE_ORIGINAL, "/opt/libbt.so")]),
+        done(5)))
+    p = run(["guard", "1234", "1235", "1236", "1237", "1238"], sock=d.path)
+    assert p.returncode == 1
+    assert lines(p) == [
+        "1234: guarded (1 site), wrote, paused 412 us",
+        "1235: guarded (1 site), already guarded, nothing written",
+        "1236: error: busy: thread 1240 at 0x7f12: inside",
+        "1237: error: no-process: there is no process with this PID",
+        "1238: partial (2 sites), nothing written",
+    ]
+    assert p.stderr == b""
+
+
+def test_human_status_and_unguard(fake):
+    d = fake(reply(result(7, action=STATUS, state=UNGUARDED, sites=[SITE]), done(1)))
+    p = run(["status", "7"], sock=d.path)
+    assert (p.returncode, lines(p)) == (0, ["7: unguarded (1 site)"])
+
+    d2 = fake(reply(result(7, action=UNGUARD, state=UNGUARDED, flags=WROTE, pause_us=90),
+                    result(8, action=UNGUARD, state=UNGUARDED), done(2)), name="d2.sock")
+    p = run(["unguard", "7", "8"], sock=d2.path)
+    assert p.returncode == 0
+    assert lines(p) == ["7: unguarded (0 sites), wrote, paused 90 us",
+                        "8: unguarded (0 sites), already unguarded, nothing written"]
+
+
+def test_verbose_lists_sites(fake):
+    d = fake(reply(result(9, flags=WROTE, pause_us=5, check_us=2,
+                          sites=[SITE, (0xABC, SITE_FOREIGN, "/x")]), done(1)))
+    p = run(["-v", "guard", "9"], sock=d.path)
+    assert p.returncode == 0
+    assert lines(p) == [
+        "9: guarded (2 sites), wrote, paused 5 us (activeness check 2 us)",
+        f"    {LIBC} 0x7f1234560000: guarded",
+        "    /x 0xabc: foreign",
+    ]
+
+
+def test_human_output_escapes_terminal_controls(fake):
+    evil = b"/tmp/\x1b]0;pwned\x07lib\xff.so"
+    d = fake(reply(result(3, action=STATUS, sites=[(1, SITE_ORIGINAL, evil)],
+                          error=ERR_BUSY, msg=b"bad\x1b[2Jthing\nnext"), done(1)))
+    p = run(["-v", "status", "3"], sock=d.path)
+    assert p.returncode == 1
+    assert b"\x1b" not in p.stdout and b"\x07" not in p.stdout and b"\xff" not in p.stdout
+    assert lines(p) == [
+        "3: error: busy: bad\\x1b[2Jthing\\x0anext",
+        "    /tmp/\\x1b]0;pwned\\x07lib\\xff.so 0x1: original",
+    ]
+
+
+def test_results_are_flushed_as_they_arrive(fake):
+    """The first line must reach the reader while the daemon still holds the
+    rest back: progress for a long PID list."""
+    def script(daemon, conn, req):
+        conn.sendall(result(1, flags=WROTE))
+        daemon.release.wait(RUN_TIMEOUT)
+        conn.sendall(result(2) + done(2))
+
+    d = fake(script)
+    proc = subprocess.Popen([str(BTGUARDCTL), "--socket", d.path, "guard", "1", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready, "first result was not written before the reply ended"
+        assert proc.stdout.readline() == b"1: guarded (0 sites), wrote, paused 0 us\n"
+        assert proc.poll() is None
+        d.release.set()
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+        assert out == b"2: guarded (0 sites), already guarded, nothing written\n"
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# -------------------------------------------------------- JSON output --
+
+def test_json_success_shape(fake):
+    d = fake(reply(result(1234, flags=WROTE, sites=[SITE], pause_us=412, check_us=300),
+                   done(1)))
+    p = run(["--json", "guard", "1234"], sock=d.path)
+    assert p.returncode == 0
+    assert json_lines(p) == [{
+        "pid": 1234, "ok": True, "action": "guard", "state": "guarded", "wrote": True,
+        "message": "",
+        "sites": [{"object": LIBC, "address": "0x7f1234560000", "state": "guarded"}],
+        "pause_us": 412, "check_us": 300,
+    }]
+
+
+def test_json_error_shape_and_exit_1(fake):
+    d = fake(reply(
+        result(1, action=UNGUARD, state=GUARDED, sites=[SITE]),
+        result(2, action=UNGUARD, error=ERR_BUSY, state=GUARDED, msg="thread 3 inside"),
+        result(3, action=UNGUARD, error=errno.ESRCH, state=UNKNOWN),
+        done(3)))
+    p = run(["--json", "unguard", "1", "2", "3"], sock=d.path)
+    assert p.returncode == 1
+    ok, busy, gone = json_lines(p)
+    assert ok["ok"] is True and "error" not in ok
+    assert busy == {"pid": 2, "ok": False, "action": "unguard", "state": "guarded",
+                    "wrote": False, "error": "busy", "message": "thread 3 inside",
+                    "sites": [], "pause_us": 0, "check_us": 0}
+    assert gone["ok"] is False
+    assert gone["state"] is None
+    assert gone["error"] == "ESRCH"
+    assert gone["message"] == os.strerror(errno.ESRCH)
+
+
+def test_json_status_has_every_state_and_no_timing(fake):
+    states = [NONE, UNGUARDED, GUARDED, PARTIAL, FOREIGN]
+    d = fake(reply(*[result(10 + s, action=STATUS, state=s) for s in states],
+                   done(len(states))))
+    p = run(["--json", "status"] + [str(10 + s) for s in states], sock=d.path)
+    assert p.returncode == 0
+    objs = json_lines(p)
+    assert [o["state"] for o in objs] == ["none", "unguarded", "guarded", "partial", "foreign"]
+    for o in objs:
+        assert o["action"] == "status"
+        assert "pause_us" not in o and "check_us" not in o
+
+
+def test_json_escaping(fake):
+    msg = b'q"b\\s/\n\t\x01\x7f caf\xc3\xa9 \xff\xc3 \xed\xa0\x80 \xf0\x9f\x90\x8d'
+    obj = b"/lib/\x1bweird\"\xfe.so"
+    d = fake(reply(result(4, error=ERR_BUSY, msg=msg, sites=[(16, SITE_ORIGINAL, obj)]),
+                   done(1)))
+    p = run(["--json", "guard", "4"], sock=d.path)
+    assert p.returncode == 1
+    raw = p.stdout
+    assert raw.count(b"\n") == 1, "one object per line"
+    assert all(b >= 0x20 for b in raw[:-1]), "no raw control bytes"
+    raw.decode("utf-8")   # invalid input bytes never reach the output
+    (o,) = json_lines(p)
+    # Invalid sequences (a lone 0xff, a truncated 0xc3, a UTF-8 encoded
+    # surrogate) become U+FFFD per byte; valid text passes through.
+    assert o["message"] == ('q"b\\s/\n\t\x01\x7f café \ufffd\ufffd '
+                            '\ufffd\ufffd\ufffd \U0001f40d')
+    assert o["sites"] == [{"object": '/lib/\x1bweird"\ufffd.so', "address": "0x10",
+                           "state": "original"}]
+
+
+# ------------------------------------------------- the daemon misbehaves --
+
+def test_request_level_error(fake):
+    d = fake(reply(error_msg(ERR_LIMIT, "too many requests at once")))
+    p = run(["guard", "1", "2"], sock=d.path)
+    assert p.returncode == 1
+    assert p.stdout == b""
+    assert p.stderr.decode() == \
+        "btguardctl: daemon refused the request: limit: too many requests at once\n"
+
+
+def test_request_level_error_without_text(fake):
+    d = fake(reply(error_msg(4114, "")))
+    p = run(["--json", "guard", "1"], sock=d.path)
+    assert p.returncode == 1
+    assert p.stdout == b""
+    assert p.stderr.decode().startswith("btguardctl: daemon refused the request: shutdown: ")
+
+
+def test_close_mid_reply_exits_1_after_printing_what_came(fake):
+    d = fake(reply(result(1, flags=WROTE)))
+    p = run(["guard", "1", "2"], sock=d.path)
+    assert p.returncode == 1
+    assert lines(p) == ["1: guarded (0 sites), wrote, paused 0 us"]
+    assert "closed the connection after 1 result" in p.stderr.decode()
+
+
+def test_close_mid_message_exits_1(fake):
+    full = result(1, sites=[SITE])
+    d = fake(reply(full[:len(full) - 3]))
+    p = run(["guard", "1"], sock=d.path)
+    assert p.returncode == 1
+    assert p.stdout == b""
+    assert "closed the connection" in p.stderr.decode()
+
+
+@pytest.mark.parametrize("garbage, why", [
+    (header(RESULT, 4, magic=0x12345678) + b"\0" * 4, "malformed"),
+    (header(RESULT, 4, version=2) + b"\0" * 4, "protocol version"),
+    (header(9, 0), "malformed"),
+    (header(RESULT, 65537), "size limit"),
+    (message(RESULT, b"\0" * 10), "malformed result"),
+    (message(DONE, b"\0" * 5), "malformed end"),
+    (message(ERROR, struct.pack("<IH", 0, 0)), "malformed error"),
+    (message(REQUEST, b""), "unexpected message"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "malformed"),
+], ids=["magic", "version", "kind", "oversize", "result", "done", "error", "request", "http"])
+def test_garbage_from_daemon_exits_1(fake, garbage, why):
+    d = fake(reply(garbage))
+    p = run(["guard", "1"], sock=d.path)
+    assert p.returncode == 1
+    assert why in p.stderr.decode()
+
+
+def test_done_count_must_match(fake):
+    d = fake(reply(result(1), done(2)))
+    p = run(["guard", "1"], sock=d.path)
+    assert p.returncode == 1
+    assert "announced 2 results but sent 1" in p.stderr.decode()
+
+
+def test_timeout_against_a_silent_daemon(fake):
+    def silent(daemon, conn, req):
+        daemon.release.wait(RUN_TIMEOUT)
+
+    d = fake(silent)
+    start = time.monotonic()
+    p = run(["--timeout", "0.5", "guard", "1"], sock=d.path)
+    elapsed = time.monotonic() - start
+    assert p.returncode == 1
+    assert "within 0.5 s" in p.stderr.decode()
+    assert elapsed < 10, f"--timeout 0.5 took {elapsed:.1f} s"
+    assert d.requests[0].pids == [1], "the request was sent before the wait"
+
+
+def test_timeout_after_partial_reply_keeps_what_came(fake):
+    def stall(daemon, conn, req):
+        conn.sendall(result(1) + result(2)[:7])
+        daemon.release.wait(RUN_TIMEOUT)
+
+    d = fake(stall)
+    p = run(["--timeout", "0.5", "guard", "1", "2"], sock=d.path)
+    assert p.returncode == 1
+    assert lines(p) == ["1: guarded (0 sites), already guarded, nothing written"]
+    assert "1 result received" in p.stderr.decode()
