@@ -128,35 +128,48 @@ static bool contains(const int32_t *v, size_t n, int32_t pid)
 	return false;
 }
 
-/* Appends pid and, depth first, its descendants; stops quietly at the limit. */
-static int add_tree(int32_t *v, size_t *n, int32_t pid, int depth)
+/*
+ * Appends pid (as the caller numbers it) and, depth first, its descendants;
+ * stops quietly at the limit.  A PID that cannot be read is still listed:
+ * action_run will say what is wrong with it.
+ */
+static void add_tree(const struct pidns_view *view, int32_t *v, size_t *n, int32_t pid, int depth)
 {
-	pid_t *kids = NULL;
+	pid_t ours, *kids = NULL;
 	size_t nkids = 0;
-	int r;
 
 	if (*n >= PROTO_MAX_PIDS || contains(v, *n, pid))
-		return 0;
+		return;
 	v[(*n)++] = pid;
-	if (depth > 64 || procfs_list_children(pid, &kids, &nkids) < 0)
-		return 0;  /* gone, or unreadable: it is still listed, and will say so */
-	r = 0;
-	for (size_t i = 0; i < nkids && r == 0; i++)
-		r = add_tree(v, n, kids[i], depth + 1);
+	if (depth > 64 || pidns_to_daemon(view, pid, &ours) < 0 ||
+	    procfs_list_children(ours, &kids, &nkids) < 0)
+		return;
+	for (size_t i = 0; i < nkids; i++) {
+		pid_t theirs;
+
+		if (pidns_to_caller(view, kids[i], &theirs) == 0)
+			add_tree(view, v, n, theirs, depth + 1);
+	}
 	free(kids);
-	return r;
 }
 
-int action_expand_targets(const struct proto_request *req, int32_t **ret, size_t *ret_n)
+int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
+			  int32_t **ret, size_t *ret_n)
 {
-	int32_t *v = malloc(PROTO_MAX_PIDS * sizeof(*v));
+	struct pidns_view view;
+	int32_t *v;
 	size_t n = 0;
+	bool tree = req->flags & PROTO_FLAG_TREE;
 
+	/* Without a view no descendant can be named safely: list only what was asked. */
+	if (tree && pidns_view_of(caller->pid, &view) < 0)
+		tree = false;
+	v = malloc(PROTO_MAX_PIDS * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < req->npids && i < PROTO_MAX_PIDS; i++) {
-		if (req->flags & PROTO_FLAG_TREE)
-			add_tree(v, &n, req->pids[i], 0);
+		if (tree)
+			add_tree(&view, v, &n, req->pids[i], 0);
 		else
 			v[n++] = req->pids[i];
 	}

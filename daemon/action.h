@@ -25,8 +25,11 @@ void action_run(const struct auth_caller *caller, unsigned action,
 /*
  * Expands a request's PID list for PROTO_FLAG_TREE: each named PID followed
  * by its current descendants (depth first), duplicates removed, at most
- * PROTO_MAX_PIDS.  Without the flag the list is copied.  *ret is malloc'ed.
+ * PROTO_MAX_PIDS, all numbered as the caller sees them (descendants the
+ * caller's PID namespace cannot see are left out).  Without the flag the
+ * list is copied.  *ret is malloc'ed.
  */
-int action_expand_targets(const struct proto_request *req, int32_t **ret, size_t *ret_n);
+int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
+			  int32_t **ret, size_t *ret_n);
 
 #endif

@@ -427,7 +427,7 @@ static void take_request(struct server *srv, struct conn *c)
 		return;
 	}
 	input_reset(c);
-	r = action_expand_targets(srv->req, &c->targets, &c->ntargets);
+	r = action_expand_targets(&c->caller, srv->req, &c->targets, &c->ntargets);
 	if (r < 0) {
 		/* Our failure, not the client's: tell it and keep the connection. */
 		log_msg(LOG_ERR, "cannot expand the targets of a request: %s", strerror(-r));

@@ -72,6 +72,7 @@ struct server {
 	char status[96];              /* last STATUS= sent */
 	uint64_t status_sent;
 	bool status_pending;
+	size_t orphans;            /* tracees still to be let go (ptrace_reap_orphans) */
 	/* ~17 KiB each: on the heap, shared, as only one target runs at a time. */
 	struct proto_request *req;
 	struct proto_result *res;

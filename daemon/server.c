@@ -28,6 +28,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "ptrace.h"
 #include "server.h"
 
 #define SERVER_MAX_CONNS    1024u
@@ -37,6 +38,7 @@
 /* Per-connection timers are checked this often; they are 10 s and more. */
 #define SWEEP_MS            250u
 #define STATUS_INTERVAL_MS  1000u
+#define ORPHAN_POLL_MS      100u   /* how often parked tracees are checked */
 #define MAX_EVENTS          64
 #define ACCEPT_BATCH        64
 
@@ -214,9 +216,12 @@ static int loop_timeout(const struct server *srv)
 		deadline = srv->accept_resume;
 	if (srv->status_pending && srv->status_sent + STATUS_INTERVAL_MS < deadline)
 		deadline = srv->status_sent + STATUS_INTERVAL_MS;
-	if (deadline == UINT64_MAX)
+	if (deadline == UINT64_MAX && !srv->orphans)
 		return -1;
 	now = now_ms();
+	/* A task that never stopped for us must be let go the moment it does. */
+	if (srv->orphans && deadline > now + ORPHAN_POLL_MS)
+		deadline = now + ORPHAN_POLL_MS;
 	if (deadline <= now)
 		return 0;
 	return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
@@ -372,6 +377,7 @@ int server_run(const struct server_config *cfg)
 		/* One target, then poll again: see the top of this file. */
 		conn_run_one_target(&srv);
 		conn_bury(&srv);
+		srv.orphans = ptrace_reap_orphans();
 
 		now = now_ms();
 		if (srv.accept_resume && now >= srv.accept_resume) {
