@@ -41,30 +41,53 @@ static bool file_seen_before(const struct procfs_mapping *maps, size_t i)
 	return false;
 }
 
+/*
+ * Opens path for reading only if it is a regular file.  The first open is
+ * O_PATH, which never runs a device's or FIFO's open method, so a target
+ * that maps something strange cannot make a root daemon touch it.  With
+ * check_inode, the file must also be the very inode the target mapped.
+ */
+static int open_regular(const char *path, const struct procfs_mapping *m, bool check_inode)
+{
+	char self[64];
+	struct stat st;
+	int pfd, fd;
+
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (check_inode && (st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
+			     minor(st.st_dev) != m->dev_minor))) {
+		close(pfd);
+		return -ESTALE;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
 static int open_object(pid_t pid, const struct procfs_mapping *m)
 {
 	char path[PATH_MAX + 64];
-	struct stat st;
 	int fd;
 
+	/* The kernel resolves map_files to the mapped file itself: deleted,
+	 * replaced, or in another mount namespace, it is the right inode. */
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
+	fd = open_regular(path, m, false);
+	if (fd >= 0 || fd == -ESTALE)
 		return fd;
 	if (m->deleted || m->path[0] != '/')
-		return -errno;
+		return fd;
 	/* map_files needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; the path
 	 * through the target's root is next best if it still names our inode. */
 	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || st.st_ino != m->inode) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
+	return open_regular(path, m, true);
 }
 
 static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
@@ -101,6 +124,9 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	for (size_t i = 0; i < list->n; i++)
 		if (list->v[i].addr == addr)
 			return 0;
+	/* Every site is checked and reported; more than the reply can carry is refused. */
+	if (list->n == PROTO_MAX_SITES)
+		return -BTG_ERR_LIMIT;
 	if (def->file_avail < ctx)
 		ctx = (size_t)def->file_avail;
 	if (m->end - addr < ctx)
@@ -137,7 +163,7 @@ static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmap
 	fd = open_object(pid, &maps[first]);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_OBJECT_SIZE ||
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size > MAX_OBJECT_SIZE ||
 	    pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || memcmp(magic, "\177ELF", 4)) {
 		close(fd);
 		return 0;  /* not an ELF object: a data file mapped executable, say */
@@ -180,13 +206,18 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		if (!(maps[i].perms & PROCFS_MAP_EXEC) || !maps[i].inode || file_seen_before(maps, i))
 			continue;
 		r = scan_object(pid, maps, nmaps, i, &list);
-		if (r == -ENOMEM)
+		if (r == -ENOMEM || r == -BTG_ERR_LIMIT) {
+			if (r == -BTG_ERR_LIMIT)
+				snprintf(why, why_len, "more than %u backtrace() definitions are loaded",
+					 PROTO_MAX_SITES);
 			goto out_free;
+		}
 		if (r < 0) {
 			if (!failed++) {
 				first_err = r;
 				snprintf(why, why_len, "cannot read %s%s: %s", maps[i].path,
 					 maps[i].deleted ? " (deleted)" : "",
+					 r == -ESTALE ? "not the regular file the process mapped" :
 					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
 			}
 		}
