@@ -97,6 +97,11 @@ check: check-deps
 check-deps:
 	tests/install-deps
 
+# The README's first command: install, build, then the crash and its cure.
+demo: check-deps
+	$(MAKE) all victims
+	demo/run $(BUILD)
+
 install: all
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
 	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
@@ -110,5 +115,8 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)
+
+# Fuzz harnesses and their corpus replay (tests/fuzz/fuzz.mk).
+-include tests/fuzz/fuzz.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

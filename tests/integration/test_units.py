@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: MIT
+"""The systemd units parse cleanly, keep their sandbox, and the sandbox's
+capability set is enough for the daemon's real work.
+
+`systemd-analyze verify` exits 0 even for unknown keys or bad values (it
+only warns), so any output at all counts as a failure here.  The service
+template is installed the way `make install` does it (@SBINDIR@ replaced),
+pointing at the real daemon binary so verify can check ExecStart.
+"""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import (BTGUARDD, REPO, Daemon, check_daemon_exit,
+                      wait_threads_running)
+
+SYSTEMD_DIR = REPO / "systemd"
+
+
+@pytest.fixture
+def units(tmp_path):
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    if not BTGUARDD.exists():
+        pytest.fail(f"{BTGUARDD} missing: run `make`")
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    shutil.copy(BTGUARDD, sbin / "btguardd")
+    shutil.copy(SYSTEMD_DIR / "btguardd.socket", tmp_path / "btguardd.socket")
+    text = (SYSTEMD_DIR / "btguardd.service.in").read_text()
+    assert "@SBINDIR@" in text
+    (tmp_path / "btguardd.service").write_text(text.replace("@SBINDIR@", str(sbin)))
+    return tmp_path
+
+
+def test_units_verify_cleanly(units):
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                        "./btguardd.socket", "./btguardd.service"],
+                       cwd=units, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "" and p.stderr.strip() == "", \
+        f"systemd-analyze verify complained:\n{p.stdout}{p.stderr}"
+
+
+def test_service_contract(units):
+    service = (units / "btguardd.service").read_text()
+    socket = (units / "btguardd.socket").read_text()
+    assert re.search(r"^Type=notify$", service, re.M)
+    assert re.search(r"^ExecStart=\S+/btguardd --idle-exit \d+$", service, re.M)
+    assert re.search(r"^ListenStream=/run/btguard/btguard.sock$", socket, re.M)
+    assert re.search(r"^SocketMode=0666$", socket, re.M)
+    # The daemon reads other processes' /proc: it must not be hidden from it.
+    assert not re.search(r"^ProtectProc=(?!default$)", service, re.M)
+    assert not re.search(r"^ProcSubset=(?!all$)", service, re.M)
+    # ptrace must survive the system call filter.
+    assert re.search(r"^SystemCallFilter=.*@debug", service, re.M)
+
+
+def test_service_exposure(units):
+    p = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager",
+                        "./btguardd.service"],
+                       cwd=units, capture_output=True, text=True, timeout=120)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", p.stdout + p.stderr)
+    if m is None:
+        pytest.skip(f"systemd-analyze security --offline unsupported: {p.stderr.strip()}")
+    # A root daemon that ptraces stays well inside "OK" territory (< 4).
+    assert float(m.group(1)) < 4.0, p.stdout
+
+
+def unit_capabilities():
+    text = (SYSTEMD_DIR / "btguardd.service.in").read_text()
+    m = re.search(r"^CapabilityBoundingSet=(.*)$", text, re.M)
+    assert m, "the service must limit its capabilities"
+    caps = m.group(1).split()
+    assert caps and all(c.startswith("CAP_") for c in caps), caps
+    return [c[len("CAP_"):].lower() for c in caps]
+
+
+def test_unit_capabilities_suffice(victim, test_user):
+    """The daemon, holding only the unit's CapabilityBoundingSet (and
+    no_new_privs), guards and unguards another user's process as root."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv not installed")
+    bounding = "-all," + ",".join("+" + c for c in unit_capabilities())
+    d = Daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--no-new-privs"])
+    try:
+        d.wait_ready()
+        v = victim.bt_loop(4, user=test_user)
+        for action, state in (("status", "unguarded"), ("guard", "guarded"),
+                              ("unguard", "unguarded")):
+            r = d.ctl("--deadline", 20000, action, v.pid, check=0)
+            assert [(x["ok"], x["state"]) for x in r.results] == [(True, state)], r
+            wait_threads_running(v.pid)
+        v.assert_alive()
+    finally:
+        rc, log = d.stop()
+        shutil.rmtree(d.dir, ignore_errors=True)
+        print(log[-4000:])
+    check_daemon_exit(rc, log)
