@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,13 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 {
 	struct procfs_stat st;
 
-	if (syscall(SYS_pidfd_send_signal, pin->pidfd, 0, NULL, 0) < 0) {
+	/*
+	 * A pidfd polls readable once its process has exited.  (Signal 0 via
+	 * pidfd_send_signal would say the same, but is permission-checked like
+	 * kill() and so needs CAP_KILL for other users' processes.)
+	 */
+	struct pollfd p = { .fd = pin->pidfd, .events = POLLIN };
+	if (poll(&p, 1, 0) != 0) {
 		snprintf(why, why_len, "process %d exited during the operation", pid);
 		return -BTG_ERR_GONE;
 	}

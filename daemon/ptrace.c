@@ -398,8 +398,22 @@ int ptrace_resume_all(struct ptrace_world *w)
 				orphans[n_orphans++].tid = t->tid;
 			continue;
 		}
-		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) < 0 &&
-		    errno != ESRCH && !first)
+		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) == 0)
+			continue;
+		if (errno == ESRCH) {
+			/*
+			 * It was killed while we held it (another thread crashed,
+			 * or SIGKILL).  A dying tracee waits for its tracer to
+			 * reap it, and until then its whole process cannot finish
+			 * exiting: reap it now, or park it to be reaped.
+			 */
+			int status;
+
+			if (waitpid(t->tid, &status, __WALL | WNOHANG) <= 0 && n_orphans < MAX_ORPHANS)
+				orphans[n_orphans++].tid = t->tid;
+			continue;
+		}
+		if (!first)
 			first = -errno;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
