@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+/*
+ * coro_crash: the greenlet crash, made deterministic in a page of C.
+ *
+ * Usage: coro_crash [--pause-file PATH] [--threads N]
+ *
+ * Two coroutines share ONE stack region and, like greenlet, copy their
+ * stack slice out to a heap buffer when they switch out and back in when
+ * they resume.  A slice is [saved sp, stop): it ends at the coroutine's
+ * entry trampoline, whose unwind info describes an ordinary call frame,
+ * so an unwinder leaving the coroutine believes a caller's return address
+ * sits in the word at `stop` -- a word that belongs to no slice and is
+ * never saved or restored.
+ *
+ * The sequence (every step is fixed, so the outcome is too):
+ *   1. coroutine A starts with its slice ending 4 KiB below the top of
+ *      the shared stack (a greenlet first run from a deeper C call path)
+ *      and yields at once;
+ *   2. coroutine B starts at the top of the same stack, fills a local
+ *      table with pointers and yields; the table covers A's return-address
+ *      word, which now holds the address of a page that was unmapped;
+ *   3. A is resumed (its slice copied back; the word above it is B's) and
+ *      calls backtrace().  libgcc unwinds A's frames, reaches the
+ *      trampoline, reads the stale word as the caller's PC, finds no FDE
+ *      for it, and its x86-64 Linux fallback (MD_FALLBACK_FRAME_STATE_FOR)
+ *      reads the code bytes at that PC to look for a sigreturn trampoline:
+ *      SIGSEGV inside backtrace(), every time.
+ *
+ * With --pause-file, A prints "paused" before step 3's backtrace() and
+ * polls for PATH every 10 ms (never calling backtrace() meanwhile): the
+ * process is then idle inside the coroutine, on the shared stack, which is
+ * the state an operator guards.  When backtrace() returns, A prints
+ * "frames N" and the program exits 0; guarded, N is 0.  --threads N adds N
+ * idle threads for the daemon to stop.
+ */
+#include <errno.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHARED_STACK_SIZE (256 * 1024)
+/* How far below B's start A's slice ends; B's table must reach past it. */
+#define A_DEPTH           4096
+#define TABLE_WORDS       2048          /* 16 KiB of B's frame */
+#define BT_CAP            64
+#define MAX_THREADS       1024
+
+struct coro {
+	/* The word at `stop` is where the trampoline's CFI says the caller's
+	 * return address is; the slice is everything below it in use. */
+	char *stop;
+	void *sp;                       /* saved stack pointer while out */
+	unsigned char *saved;           /* the slice, while switched out */
+	size_t saved_len;
+	void (*body)(struct coro *);
+	int done;
+};
+
+/* Both are assembly below.  coro_switch saves the callee-saved registers
+ * and the stack pointer into *save_sp, loads load_sp and returns into
+ * whatever frame load_sp holds. */
+void coro_switch(void **save_sp, void *load_sp) __attribute__((visibility("hidden")));
+void coro_trampoline(void) __attribute__((visibility("hidden")));
+void coro_entry(struct coro *c) __attribute__((visibility("hidden"), noreturn));
+
+/*
+ * The entry trampoline.  Entered by coro_switch's `ret` with rsp == stop
+ * and the coroutine in rbx.  Its CFI is the default one for a called
+ * function (CFA = rsp + 8, return address at [CFA - 8] == [stop]): it does
+ * not say that the frame above was switched away, which a correct
+ * trampoline would (`.cfi_undefined rip` ends the walk here).  That is the
+ * bug this victim reproduces, as greenlet's switch frame does.
+ */
+__asm__(
+	"	.text\n"
+	"	.globl coro_trampoline\n"
+	"	.hidden coro_trampoline\n"
+	"	.type coro_trampoline, @function\n"
+	"coro_trampoline:\n"
+	"	.cfi_startproc\n"
+	"	subq $8, %rsp\n"                /* 16-byte alignment for the call */
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	movq %rbx, %rdi\n"
+	"	call coro_entry\n"
+	"	ud2\n"                          /* coro_entry never returns */
+	"	.cfi_endproc\n"
+	"	.size coro_trampoline, .-coro_trampoline\n"
+	"\n"
+	"	.globl coro_switch\n"
+	"	.hidden coro_switch\n"
+	"	.type coro_switch, @function\n"
+	"coro_switch:\n"
+	/* No CFI: nothing unwinds through a switch in progress. */
+	"	pushq %rbp\n"
+	"	pushq %rbx\n"
+	"	pushq %r12\n"
+	"	pushq %r13\n"
+	"	pushq %r14\n"
+	"	pushq %r15\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq %rsi, %rsp\n"
+	"	popq %r15\n"
+	"	popq %r14\n"
+	"	popq %r13\n"
+	"	popq %r12\n"
+	"	popq %rbx\n"
+	"	popq %rbp\n"
+	"	ret\n"
+	"	.size coro_switch, .-coro_switch\n");
+
+/* The frame coro_switch pops on a coroutine's first run. */
+struct first_frame {
+	uint64_t r15, r14, r13, r12, rbx, rbp;
+	uint64_t ret;                   /* coro_trampoline */
+};
+
+static void *main_sp;                   /* main's sp while a coroutine runs */
+static struct coro *current;
+static const char *pause_file;
+static void *poison;                    /* an address with nothing mapped */
+
+static void die(const char *what)
+{
+	fprintf(stderr, "coro_crash: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void coro_yield(void)
+{
+	coro_switch(&current->sp, main_sp);
+}
+
+void coro_entry(struct coro *c)
+{
+	c->body(c);
+	c->done = 1;
+	for (;;)
+		coro_yield();
+}
+
+static void coro_init(struct coro *c, char *stop, void (*body)(struct coro *))
+{
+	struct first_frame f = {
+		.rbx = (uint64_t)(uintptr_t)c,
+		.ret = (uint64_t)(uintptr_t)coro_trampoline,
+	};
+
+	/* At a function's entry rsp + 8 is 16-byte aligned (SysV ABI). */
+	if (((uintptr_t)stop + 8) % 16 != 0)
+		abort();
+	c->stop = stop;
+	c->sp = stop - sizeof(f);
+	c->body = body;
+	c->saved_len = sizeof(f);
+	c->saved = malloc(sizeof(f));
+	if (!c->saved)
+		die("malloc");
+	memcpy(c->saved, &f, sizeof(f));
+}
+
+/* Copies the slice in, runs the coroutine until it yields, copies it out.
+ * The copying happens here, on main's own stack, never on the shared one. */
+static void coro_resume(struct coro *c)
+{
+	size_t len;
+
+	memcpy(c->sp, c->saved, c->saved_len);
+	current = c;
+	coro_switch(&main_sp, c->sp);
+	current = NULL;
+	len = (size_t)(c->stop - (char *)c->sp);
+	free(c->saved);
+	c->saved = malloc(len);
+	if (!c->saved)
+		die("malloc");
+	memcpy(c->saved, c->sp, len);
+	c->saved_len = len;
+}
+
+static void wait_for_file(const char *path)
+{
+	const struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+	printf("paused\n");
+	fflush(stdout);
+	while (access(path, F_OK) != 0)
+		nanosleep(&tick, NULL);
+}
+
+/* Coroutine A: parks once, then (resumed from elsewhere) walks its stack. */
+static void victim_body(struct coro *c)
+{
+	void *frames[BT_CAP];
+	int n;
+
+	(void)c;
+	coro_yield();
+	if (pause_file)
+		wait_for_file(pause_file);
+	n = backtrace(frames, BT_CAP);
+	printf("frames %d\n", n);
+	fflush(stdout);
+}
+
+static struct coro coro_a, coro_b;
+
+/* Coroutine B: a frame full of pointers, as any real coroutine leaves
+ * behind; here they all name the unmapped page so the result is fixed. */
+static void scribbler_body(struct coro *c)
+{
+	void *volatile table[TABLE_WORDS];
+	uintptr_t lo = (uintptr_t)&table[0], hi = (uintptr_t)&table[TABLE_WORDS];
+	uintptr_t slot = (uintptr_t)coro_a.stop;
+
+	(void)c;
+	if (slot < lo || slot + 8 > hi) {
+		fprintf(stderr, "coro_crash: B's table [%#lx, %#lx) misses A's "
+			"return-address word %#lx\n", (unsigned long)lo,
+			(unsigned long)hi, (unsigned long)slot);
+		exit(1);
+	}
+	for (int i = 0; i < TABLE_WORDS; i++)
+		table[i] = poison;
+	coro_yield();
+}
+
+static void *idle_thread(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	void *frames[BT_CAP];
+	char *stack, *top;
+	int nthreads = 0;
+	pthread_t t;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--pause-file") == 0 && i + 1 < argc) {
+			pause_file = argv[++i];
+		} else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+			nthreads = atoi(argv[++i]);
+			if (nthreads < 0 || nthreads > MAX_THREADS)
+				goto usage;
+		} else {
+			goto usage;
+		}
+	}
+	for (int i = 0; i < nthreads; i++) {
+		errno = pthread_create(&t, NULL, idle_thread, NULL);
+		if (errno)
+			die("pthread_create");
+	}
+	/* glibc loads libgcc_s on the first backtrace(); do it now, on the
+	 * normal stack, so no later mmap can land on the poison page. */
+	if (backtrace(frames, BT_CAP) <= 0) {
+		fprintf(stderr, "coro_crash: backtrace() found no frames\n");
+		return 1;
+	}
+	stack = mmap(NULL, SHARED_STACK_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		die("mmap stack");
+	poison = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (poison == MAP_FAILED)
+		die("mmap poison");
+	if (munmap(poison, 4096) != 0)
+		die("munmap poison");
+
+	top = stack + SHARED_STACK_SIZE;
+	coro_init(&coro_a, top - A_DEPTH - 8, victim_body);
+	coro_init(&coro_b, top - 8, scribbler_body);
+	coro_resume(&coro_a);           /* step 1: A parks */
+	coro_resume(&coro_b);           /* step 2: B overwrites A's caller word */
+	coro_resume(&coro_a);           /* step 3: A pauses, then backtrace() */
+	if (!coro_a.done) {
+		fprintf(stderr, "coro_crash: coroutine A did not finish\n");
+		return 1;
+	}
+	return 0;
+
+usage:
+	fprintf(stderr, "usage: %s [--pause-file PATH] [--threads N]\n", argv[0]);
+	return 2;
+}
