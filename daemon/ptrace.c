@@ -51,12 +51,38 @@ uint64_t ptrace_world_pause_us(const struct ptrace_world *w)
 	return timespec_diff_us(&w->first_stop, &w->last_resume);
 }
 
+/* Tasks are kept sorted by TID (see sort_tasks), so look-ups are a binary search. */
 static struct ptrace_task *task_find(struct ptrace_world *w, pid_t tid)
 {
-	for (size_t i = 0; i < w->n; i++)
+	size_t lo = 0, hi = w->sorted;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->tasks[mid].tid == tid)
+			return &w->tasks[mid];
+		if (w->tasks[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = w->sorted; i < w->n; i++)  /* added since the last sort */
 		if (w->tasks[i].tid == tid)
 			return &w->tasks[i];
 	return NULL;
+}
+
+static int cmp_task(const void *a, const void *b)
+{
+	pid_t x = ((const struct ptrace_task *)a)->tid, y = ((const struct ptrace_task *)b)->tid;
+
+	return (x > y) - (x < y);
+}
+
+static void sort_tasks(struct ptrace_world *w)
+{
+	qsort(w->tasks, w->n, sizeof(w->tasks[0]), cmp_task);
+	w->sorted = w->n;
 }
 
 static struct ptrace_task *task_add(struct ptrace_world *w, pid_t tid)
@@ -135,12 +161,16 @@ static void task_status(struct ptrace_world *w, pid_t tid, int status)
 		return;
 	}
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		if (t->seized && !t->stopped && !t->gone)
+			w->pending--;
 		t->gone = true;
 		t->stopped = false;
 		return;
 	}
 	if (!WIFSTOPPED(status))
 		return;
+	if (t->seized && !t->stopped && !t->gone)
+		w->pending--;
 	t->stopped = true;
 	if (event == PTRACE_EVENT_STOP) {
 		if (is_job_stop_signal(WSTOPSIG(status)))
@@ -155,12 +185,7 @@ static void task_status(struct ptrace_world *w, pid_t tid, int status)
 
 static size_t count_pending(const struct ptrace_world *w)
 {
-	size_t n = 0;
-
-	for (size_t i = 0; i < w->n; i++)
-		if (w->tasks[i].seized && !w->tasks[i].stopped && !w->tasks[i].gone)
-			n++;
-	return n;
+	return w->pending;
 }
 
 static void drain_signalfd(int fd)
@@ -248,6 +273,7 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
 		return -ENOMEM;
 	}
 	t->seized = true;
+	w->pending++;
 	/* ESRCH here means it is exiting; its exit status still comes to us. */
 	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 	return 0;
@@ -275,6 +301,7 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
 		added++;
 	}
 	free(tids);
+	sort_tasks(w);
 	*ret_new = added;
 	return r;
 }
@@ -313,6 +340,7 @@ static void park_stragglers(struct ptrace_world *w)
 			if (n_orphans < MAX_ORPHANS)
 				orphans[n_orphans++].tid = t->tid;
 			t->seized = false;
+			w->pending--;
 		}
 	}
 }
@@ -425,7 +453,7 @@ int ptrace_resume_all(struct ptrace_world *w)
 		pthread_sigmask(SIG_SETMASK, &w->saved_mask, NULL);
 	free(w->tasks);
 	w->tasks = NULL;
-	w->n = w->cap = 0;
+	w->n = w->cap = w->sorted = w->pending = 0;
 	w->sigchld_fd = -1;
 	w->mask_saved = false;
 	return first;

@@ -34,6 +34,8 @@ struct ptrace_world {
 	pid_t pid;
 	struct ptrace_task *tasks;
 	size_t n, cap;
+	size_t sorted;           /* tasks[0..sorted) are in TID order */
+	size_t pending;          /* seized, not yet stopped, not gone */
 	int sigchld_fd;          /* signalfd for SIGCHLD while the world is held */
 	sigset_t saved_mask;
 	bool mask_saved;

@@ -25,9 +25,9 @@
 #define WALK_MAX_FRAMES  512
 #define SCAN_MAX_BYTES   ((uint64_t)16 << 20)  /* larger live stacks count as unsafe */
 #define SCAN_CHUNK_WORDS 8192
-#define SNAPSHOT_BYTES   (64u << 10)           /* stack copied per thread for the walk */
 #define PAGE_BYTES       4096u
-#define CACHE_PAGES      256u                  /* target pages kept for unwind tables */
+#define CACHE_PAGES      256u                  /* table and code pages kept: 1 MiB */
+#define STACK_PAGES      16u                   /* pages of the walked thread's stack */
 #define MAX_TABLES       256u
 
 /* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
@@ -40,9 +40,10 @@
  * system call, and re-read /proc/PID/maps and re-map the object file for
  * every thread: tens of milliseconds of pause for a few threads.  Instead:
  *  - registers come from the PTRACE_GETREGS we already did;
- *  - the top of each thread's stack is copied with one process_vm_readv;
- *  - other memory (unwind tables, code) is read a page at a time through a
- *    small cache shared by every thread of the check;
+ *  - memory is read a page at a time through two small caches: one for the
+ *    walked thread's own stack (emptied for each thread: an idle thread's
+ *    walk costs one or two reads), one for everything else (unwind tables,
+ *    code), shared by every thread so each table page is read once;
  *  - the unwind table of an object is found from its own ELF headers in the
  *    target's memory (PT_GNU_EH_FRAME), so objects we cannot open by path
  *    (another mount namespace, deleted files, the vDSO) unwind too.
@@ -64,16 +65,13 @@ struct stackcheck {
 	const struct procfs_mapping *maps;
 	size_t nmaps;
 	uint64_t *chunk;
-	struct page *pages;
+	struct page *pages;        /* CACHE_PAGES, shared */
+	struct page *stack;        /* STACK_PAGES, of the thread being walked */
+	uint64_t stack_lo, stack_hi;
 	struct table tables[MAX_TABLES];
 	size_t ntables;
 	size_t walked, scanned;    /* threads settled by a full walk / by the scan */
-	/* The thread being walked. */
-	pid_t tid;
-	const arch_regs_t *regs;
-	uint64_t snap_lo;
-	size_t snap_len;
-	uint8_t *snap;
+	const arch_regs_t *regs;   /* of the thread being walked */
 };
 
 static const struct procfs_mapping *find_mapping(const struct stackcheck *sc, uint64_t addr);
@@ -100,7 +98,9 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 
 static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 {
-	struct page *p = &sc->pages[(page / PAGE_BYTES) % CACHE_PAGES];
+	bool on_stack = page >= sc->stack_lo && page < sc->stack_hi;
+	struct page *p = on_stack ? &sc->stack[(page / PAGE_BYTES) % STACK_PAGES] :
+				    &sc->pages[(page / PAGE_BYTES) % CACHE_PAGES];
 	struct iovec local = { .iov_base = p->data, .iov_len = PAGE_BYTES };
 	struct iovec remote = { .iov_base = (void *)page, .iov_len = PAGE_BYTES };
 
@@ -113,16 +113,11 @@ static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 	return p->data;
 }
 
-/* Reads target memory: the stack snapshot first, then the page cache. */
+/* Reads target memory through the page cache. */
 static int mem_read(struct stackcheck *sc, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *out = buf;
 
-	if (addr >= sc->snap_lo && addr - sc->snap_lo <= sc->snap_len &&
-	    sc->snap_len - (addr - sc->snap_lo) >= len) {
-		memcpy(buf, sc->snap + (addr - sc->snap_lo), len);
-		return 0;
-	}
 	while (len > 0) {
 		uint64_t page = addr & ~(uint64_t)(PAGE_BYTES - 1);
 		size_t off = (size_t)(addr - page), n = PAGE_BYTES - off;
@@ -315,10 +310,10 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	if (!sc)
 		return -ENOMEM;
 	sc->chunk = malloc(SCAN_CHUNK_WORDS * sizeof(uint64_t));
-	sc->snap = malloc(SNAPSHOT_BYTES);
 	sc->pages = calloc(CACHE_PAGES, sizeof(*sc->pages));
+	sc->stack = calloc(STACK_PAGES, sizeof(*sc->stack));
 	sc->as = unw_create_addr_space(&accessors, 0);
-	if (!sc->chunk || !sc->snap || !sc->pages || !sc->as) {
+	if (!sc->chunk || !sc->pages || !sc->stack || !sc->as) {
 		stackcheck_free(sc);
 		return -ENOMEM;
 	}
@@ -337,48 +332,24 @@ void stackcheck_free(struct stackcheck *sc)
 	if (sc->as)
 		unw_destroy_addr_space(sc->as);
 	free(sc->pages);
+	free(sc->stack);
 	free(sc->chunk);
-	free(sc->snap);
 	free(sc);
 }
 
-/* Copies the top of the thread's stack, so the walk reads it from memory. */
-static void take_snapshot(struct stackcheck *sc, uint64_t sp)
-{
-	const struct procfs_mapping *m = find_mapping(sc, sp);
-	uint64_t lo = sp >= ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : 0;
-	uint64_t hi = lo + SNAPSHOT_BYTES;
-	struct iovec local, remote;
-	ssize_t n;
-
-	sc->snap_lo = lo;
-	sc->snap_len = 0;
-	if (!m)
-		return;
-	if (lo < m->start)
-		lo = sc->snap_lo = m->start;
-	if (hi > m->end)
-		hi = m->end;
-	if (hi <= lo)
-		return;
-	local.iov_base = sc->snap;
-	local.iov_len = (size_t)(hi - lo);
-	remote.iov_base = (void *)lo;
-	remote.iov_len = (size_t)(hi - lo);
-	n = process_vm_readv(sc->tid, &local, 1, &remote, 1, 0);
-	sc->snap_len = n > 0 ? (size_t)n : 0;
-}
-
 /* 0: complete walk, nothing found; 1: hit; <0: the walk could not finish. */
-static int walk(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
+static int walk(struct stackcheck *sc, const arch_regs_t *regs,
 		const struct stackcheck_span *spans, size_t nspans, struct stackcheck_hit *hit)
 {
+	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
 	unw_cursor_t cursor;
 	int r, frame = 0;
 
-	sc->tid = tid;
 	sc->regs = regs;
-	take_snapshot(sc, arch_regs_sp(regs));
+	sc->stack_lo = m ? m->start : 0;
+	sc->stack_hi = m ? m->end : 0;
+	for (size_t i = 0; i < STACK_PAGES; i++)
+		sc->stack[i].addr = 0;
 	r = unw_init_remote(&cursor, sc->as, sc);
 	if (r < 0)
 		return -EFAULT;
@@ -473,7 +444,7 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		hit->pc = arch_regs_pc(regs);
 		return -BTG_ERR_BUSY;
 	}
-	r = walk(sc, tid, regs, spans, nspans, hit);
+	r = walk(sc, regs, spans, nspans, hit);
 	if (r == 0)
 		sc->walked++;
 	if (r == 0)
