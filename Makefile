@@ -72,6 +72,7 @@ VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread 
 # exporting a second backtrace() for LD_PRELOAD (state "partial").
 VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
+VICTIM_CFLAGS_bt_static := -static
 $(BUILD)/victims/%: tests/victims/%.c
 	@mkdir -p $(dir $@)
 	gcc $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
@@ -93,6 +94,7 @@ check: check-deps
 	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    /usr/bin/python3 -m pytest -q tests/integration
+	$(MAKE) check-system
 
 check-deps:
 	tests/install-deps
@@ -102,12 +104,25 @@ demo: check-deps
 	$(MAKE) all victims
 	demo/run $(BUILD)
 
+# Benchmarks (docs/PERFORMANCE.md): pause, latency, fleet and footprint, side
+# by side with gdb.  About 10 minutes; BENCH_ARGS=--quick for a smoke run.
+# gdb is only the comparison: without it the gdb column stays empty.
+bench: check-deps
+	$(MAKE) all
+	@mkdir -p $(BUILD)/bench
+	gcc $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
+	gcc $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
+	@command -v gdb >/dev/null || DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -q --no-install-recommends gdb || true
+	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
+
 install: all
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
 	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
 	install -D -m 0644 systemd/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.socket
-	sed 's|@SBINDIR@|$(PREFIX)/sbin|g' systemd/btguardd.service.in > $(BUILD)/btguardd.service
-	install -D -m 0644 $(BUILD)/btguardd.service $(DESTDIR)$(UNITDIR)/btguardd.service
+	@mkdir -p $(DESTDIR)$(UNITDIR)
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g' systemd/btguardd.service.in > $(DESTDIR)$(UNITDIR)/btguardd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.service
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
@@ -116,7 +131,10 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-# Fuzz harnesses and their corpus replay (tests/fuzz/fuzz.mk).
+# Fuzz harnesses and their corpus replay (tests/fuzz/fuzz.mk), and the
+# system test under a real systemd (tests/system/system.mk).
 -include tests/fuzz/fuzz.mk
+-include tests/system/system.mk
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# -type f: the system test keeps a root file system (with its etc/rc2.d) under build/.
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
