@@ -12,6 +12,8 @@ SANITIZE ?=
 
 PKG_CONFIG ?= pkg-config
 DAEMON_PKGS := libsystemd libunwind-ptrace
+DEFAULT_DOCDIR := /usr/local/share/doc/btguard
+DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -119,12 +121,16 @@ bench: check-deps
 install: all
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
 	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
-	install -D -m 0644 systemd/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.socket
+	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
 	@mkdir -p $(DESTDIR)$(UNITDIR)
-	sed 's|@SBINDIR@|$(PREFIX)/sbin|g' systemd/btguardd.service.in > $(DESTDIR)$(UNITDIR)/btguardd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.service
+	# The units name /usr/local paths; point them at where this install puts things.
+	sed 's|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.socket > $(DESTDIR)$(UNITDIR)/btguardd.socket
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.service.in \
+	    > $(DESTDIR)$(UNITDIR)/btguardd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
 
 uninstall:
+	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
 	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
 
