@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fuzzes the daemon's connection state machine (daemon/conn.c) live: a
+ * real socketpair, a real epoll set, and the same turn the event loop in
+ * server.c takes (epoll_wait, conn_event for each ready fd, conn_bury, one
+ * target with conn_run_one_target), driven by a client that sends the
+ * fuzzer's bytes in chunks of the fuzzer's choosing, with the clock jumped
+ * forward, reading paused, the socket half-closed or closed, or the daemon
+ * stopped in between.
+ *
+ * Only the parts that would touch other processes are replaced, further
+ * down: action_expand_targets() and action_run() answer from the PID alone
+ * (the harness runs as root: it must never ptrace a random PID), and
+ * log_msg() formats into a buffer instead of the journal.
+ *
+ * Input: a script of steps, each a control byte c and what it needs.
+ *   c < 0xc0           send the next c + 1 input bytes (1..192)
+ *   0xc0 <= c < 0xe0   send the next (c - 0xbf) * 1024 input bytes
+ *   0xe0               timers run 10 s later (message and write-stall limits)
+ *   0xe1               timers run 60 s later (idle limit)
+ *   0xe2               the client stops / resumes reading replies
+ *   0xe3               the client shuts down its sending side
+ *   0xe4               SIGTERM: the daemon answers what is queued and stops
+ *   0xe5               the client closes its socket
+ *   0xe6 <= c          send the next c - 0xe5 input bytes (1..26)
+ * At the end the client resumes reading and hangs up.
+ *
+ * Properties checked:
+ *  - every byte the daemon sends parses as a RESULT, DONE or ERROR message
+ *    whose payload the decoders accept;
+ *  - RESULTs come in request order, for exactly the PIDs the request
+ *    expanded to; DONE counts them; an ERROR never interrupts a request;
+ *  - the loop never spins: a turn with ready events always moves bytes or
+ *    runs a target within a bounded number of turns;
+ *  - once the client has hung up and read everything, the connection is
+ *    closed (no connection outlives its client), and nothing leaks (ASan).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "action.h"
+#include "conn.h"
+#include "fuzz.h"
+#include "log.h"
+
+#define SPIN_LIMIT   1000u     /* turns with events but no visible progress */
+#define INBUF_SIZE   (2u * MSG_BUF_SIZE)
+
+/* Expanded targets, in the order RESULTs must arrive. */
+struct expect {
+	int32_t *pids;
+	size_t n, cap;
+	size_t run;                /* next one action_run() must be given */
+	size_t next;               /* next one a RESULT must name */
+};
+
+struct harness {
+	struct server srv;
+	int cfd;                   /* client end, -1 once closed */
+	bool reading, wr_shut;
+	uint8_t in[INBUF_SIZE];    /* client's reassembly buffer */
+	size_t in_len;
+	size_t got;                /* bytes received in total */
+	size_t results;            /* RESULTs since the last DONE/ERROR */
+	uint64_t targets_run;
+	struct expect exp;
+};
+
+static struct harness *cur;    /* for the stubs below */
+
+/* ------------------------------------------------ stubs for the daemon -- */
+
+void log_msg(int priority, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	(void)priority;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+}
+
+static void expect_add(struct expect *e, int32_t pid)
+{
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? 2 * e->cap : 1024;
+		int32_t *p = realloc(e->pids, cap * sizeof(*p));
+
+		if (!p)
+			abort();
+		e->pids = p;
+		e->cap = cap;
+	}
+	e->pids[e->n++] = pid;
+}
+
+/* PID 0x7ffffff0 first in a request: the daemon cannot list the targets. */
+#define STUB_EXPAND_FAILS 0x7ffffff0
+
+int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
+			  int32_t **ret, size_t *ret_n)
+{
+	int32_t *t;
+	size_t n = 0;
+
+	(void)caller;
+	FUZZ_CHECK(req->npids >= 1 && req->npids <= PROTO_MAX_PIDS);
+	if (req->pids[0] == STUB_EXPAND_FAILS)
+		return -ENOMEM;
+	t = malloc(PROTO_MAX_PIDS * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	/* --tree: PID p has p % 4 descendants, p+1 ... */
+	for (uint32_t i = 0; i < req->npids && n < PROTO_MAX_PIDS; i++) {
+		int32_t p = req->pids[i];
+
+		FUZZ_CHECK(p > 0);
+		t[n++] = p;
+		if (!(req->flags & PROTO_FLAG_TREE))
+			continue;
+		for (int32_t k = 1; k <= p % 4 && p <= INT32_MAX - k && n < PROTO_MAX_PIDS; k++)
+			t[n++] = p + k;
+	}
+	for (size_t i = 0; i < n; i++)
+		expect_add(&cur->exp, t[i]);
+	*ret = t;
+	*ret_n = n;
+	return 0;
+}
+
+static uint32_t stub_error(int32_t pid)
+{
+	static const uint32_t errs[] = { BTG_OK, BTG_OK, BTG_ERR_BUSY, ESRCH, BTG_ERR_DENIED };
+
+	return errs[(uint32_t)pid % (sizeof(errs) / sizeof(errs[0]))];
+}
+
+/*
+ * A reply that depends on the PID only.  Most are small; PIDs divisible by
+ * 64 get every site and long strings, so a request of a few hundred PIDs
+ * crosses the output high-water mark when the client does not read.
+ */
+void action_run(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+		int32_t pid, struct proto_result *res)
+{
+	bool big = pid % 64 == 0;
+	size_t msglen = big ? PROTO_MAX_MESSAGE : (size_t)pid % 97;
+
+	(void)caller;
+	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
+	/* Targets run in request order, each once. */
+	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
+	cur->exp.run++;
+	memset(res, 0, sizeof(*res));
+	res->pid = pid;
+	res->action = (uint8_t)action;
+	res->error = stub_error(pid);
+	res->state = (uint8_t)(pid % 6);
+	res->flags = res->error ? 0 : PROTO_RESULT_WROTE;
+	res->pause_us = (uint32_t)pid * 7u;
+	memset(res->message, 'm', msglen);
+	res->nsites = (uint8_t)(big ? PROTO_MAX_SITES : (unsigned)pid % 3u);
+	for (unsigned i = 0; i < res->nsites; i++) {
+		size_t objlen = big ? PROTO_MAX_OBJECT : (size_t)(((uint32_t)pid + i) % 40u);
+
+		res->sites[i].address = 0x7f0000000000ull + (uint64_t)pid * 16 + i;
+		res->sites[i].state = (uint8_t)(1u + ((uint32_t)pid + i) % 3u);
+		memset(res->sites[i].object, '/', objlen);
+	}
+	cur->targets_run++;
+}
+
+/* ------------------------------------------------------------- client -- */
+
+/* One whole message from the daemon: it must be well-formed and in order. */
+static void client_message(struct harness *h, const struct proto_header *hdr,
+			   const uint8_t *payload)
+{
+	static struct proto_result res;
+	char msg[PROTO_MAX_MESSAGE + 1];
+	uint32_t count, code;
+
+	switch (hdr->kind) {
+	case PROTO_KIND_RESULT:
+		FUZZ_CHECK(proto_decode_result(payload, hdr->length, &res) == 0);
+		FUZZ_CHECK(h->exp.next < h->exp.n);
+		FUZZ_CHECK(res.pid == h->exp.pids[h->exp.next]);
+		h->exp.next++;
+		FUZZ_CHECK(res.error == stub_error(res.pid) || res.error == BTG_ERR_SHUTDOWN);
+		h->results++;
+		break;
+	case PROTO_KIND_DONE:
+		FUZZ_CHECK(proto_decode_done(payload, hdr->length, &count) == 0);
+		FUZZ_CHECK(count == h->results && count <= PROTO_MAX_PIDS);
+		h->results = 0;
+		break;
+	case PROTO_KIND_ERROR:
+		FUZZ_CHECK(proto_decode_error(payload, hdr->length, &code, msg, sizeof(msg)) == 0);
+		FUZZ_CHECK(h->results == 0);
+		break;
+	default:
+		FUZZ_CHECK(!"the daemon sent a REQUEST");
+	}
+}
+
+/* Takes every whole message off the front of the reassembly buffer. */
+static void client_parse(struct harness *h)
+{
+	size_t off = 0;
+
+	while (h->in_len - off >= PROTO_HEADER_SIZE) {
+		struct proto_header hdr;
+		uint8_t *payload;
+
+		FUZZ_CHECK(proto_decode_header(h->in + off, PROTO_HEADER_SIZE, &hdr) == 0);
+		if (h->in_len - off - PROTO_HEADER_SIZE < hdr.length)
+			break;
+		payload = fuzz_copy(h->in + off + PROTO_HEADER_SIZE, hdr.length);
+		client_message(h, &hdr, payload);
+		free(payload);
+		off += PROTO_HEADER_SIZE + hdr.length;
+	}
+	memmove(h->in, h->in + off, h->in_len - off);
+	h->in_len -= off;
+}
+
+static void client_drain(struct harness *h)
+{
+	while (h->reading && h->cfd >= 0) {
+		ssize_t n = recv(h->cfd, h->in + h->in_len, sizeof(h->in) - h->in_len,
+				 MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		h->in_len += (size_t)n;
+		h->got += (size_t)n;
+		client_parse(h);
+		/* A whole message always fits twice: the buffer never fills. */
+		FUZZ_CHECK(h->in_len < sizeof(h->in));
+	}
+}
+
+/* ------------------------------------------------------- the loop turn -- */
+
+/* Turns of the event loop until nothing is ready and no target waits. */
+static void pump(struct harness *h)
+{
+	unsigned quiet = 0;
+
+	for (;;) {
+		struct epoll_event evs[8];
+		uint64_t got, ran = h->targets_run;
+		int n;
+
+		client_drain(h);
+		got = h->got;
+		n = epoll_wait(h->srv.epfd, evs, 8, 0);
+		FUZZ_CHECK(n >= 0 || errno == EINTR);
+		for (int i = 0; i < n; i++)
+			conn_event(&h->srv, evs[i].data.ptr, evs[i].events);
+		conn_bury(&h->srv);
+		if (!h->srv.stopping) {
+			conn_run_one_target(&h->srv);
+			conn_bury(&h->srv);
+		}
+		client_drain(h);
+		if (n <= 0 && h->targets_run == ran && !h->srv.work_head)
+			return;
+		if (h->targets_run == ran && h->got == got) {
+			/* Events, and yet nothing happened: a level-triggered spin? */
+			FUZZ_CHECK(++quiet < SPIN_LIMIT);
+		} else {
+			quiet = 0;
+		}
+	}
+}
+
+static void client_send(struct harness *h, const uint8_t *p, size_t len)
+{
+	size_t off = 0;
+	int stuck = 0;
+
+	while (off < len && h->cfd >= 0 && !h->wr_shut) {
+		ssize_t n = send(h->cfd, p + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			off += (size_t)n;
+			stuck = 0;
+			pump(h);
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno == EAGAIN && stuck++ < 2) {
+			pump(h);   /* the daemon may read once it is not busy */
+		} else {
+			return;    /* it does not read now, or closed: drop the rest */
+		}
+	}
+}
+
+static void client_close(struct harness *h)
+{
+	if (h->cfd >= 0)
+		close(h->cfd);
+	h->cfd = -1;
+}
+
+/* What server.c's add_client() does for an accepted socket. */
+static int harness_open(struct harness *h)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct conn *c;
+	int sv[2];
+
+	memset(h, 0, sizeof(*h));
+	h->cfd = -1;
+	h->reading = true;
+	h->srv.epfd = epoll_create1(EPOLL_CLOEXEC);
+	h->srv.sigfd = -1;
+	h->srv.req = malloc(sizeof(*h->srv.req));
+	h->srv.res = malloc(sizeof(*h->srv.res));
+	h->srv.msg = malloc(MSG_BUF_SIZE);
+	c = calloc(1, sizeof(*c));
+	if (h->srv.epfd < 0 || !h->srv.req || !h->srv.res || !h->srv.msg || !c ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+		abort();
+	h->cfd = sv[0];
+	c->fd = sv[1];
+	c->caller.pid = getpid();
+	c->caller.uid = getuid();
+	c->caller.gid = getgid();
+	c->events = ev.events;
+	c->last_activity = now_ms();
+	ev.data.ptr = c;
+	if (epoll_ctl(h->srv.epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		abort();
+	h->srv.conns = c;
+	h->srv.nconns = 1;
+	return 0;
+}
+
+static void harness_close(struct harness *h)
+{
+	while (h->srv.conns)
+		conn_close(&h->srv, h->srv.conns);
+	conn_bury(&h->srv);
+	client_close(h);
+	close(h->srv.epfd);
+	free(h->srv.req);
+	free(h->srv.res);
+	free(h->srv.msg);
+	free(h->exp.pids);
+}
+
+/* Runs conn_check_timers() as the loop's sweep would, `later` ms from now. */
+static void run_timers(struct harness *h, uint64_t later)
+{
+	uint64_t now = now_ms() + later;
+	struct conn *c, *next;
+
+	for (c = h->srv.conns; c; c = next) {
+		next = c->next;
+		conn_check_timers(&h->srv, c, now);
+	}
+	conn_bury(&h->srv);
+	pump(h);
+}
+
+/* What server_stop() does on SIGTERM, minus the 2 s flush deadline. */
+static void stop_daemon(struct harness *h)
+{
+	struct conn *c, *next;
+
+	h->srv.stopping = true;
+	for (c = h->srv.conns; c; c = next) {
+		next = c->next;
+		conn_answer_shutdown(&h->srv, c);
+	}
+	conn_bury(&h->srv);
+	pump(h);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct harness h;
+	size_t i = 0;
+
+	harness_open(&h);
+	cur = &h;
+	while (i < size && !h.srv.stopping && h.cfd >= 0) {
+		uint8_t op = data[i++];
+		size_t len = 0;
+
+		if (op < 0xc0)
+			len = (size_t)op + 1;
+		else if (op < 0xe0)
+			len = (size_t)(op - 0xbf) * 1024;
+		else if (op >= 0xe6)
+			len = (size_t)(op - 0xe5);
+
+		switch (len ? 0 : op) {
+		case 0:
+			if (len > size - i)
+				len = size - i;
+			client_send(&h, data + i, len);
+			i += len;
+			break;
+		case 0xe0: run_timers(&h, 10000 + 1); break;
+		case 0xe1: run_timers(&h, 60000 + 1); break;
+		case 0xe2:
+			h.reading = !h.reading;
+			pump(&h);
+			break;
+		case 0xe3:
+			if (!h.wr_shut)
+				shutdown(h.cfd, SHUT_WR);
+			h.wr_shut = true;
+			pump(&h);
+			break;
+		case 0xe4: stop_daemon(&h); break;
+		case 0xe5:
+			client_close(&h);
+			pump(&h);
+			break;
+		}
+	}
+
+	/* The client reads the rest and hangs up: the daemon must let go. */
+	h.reading = true;
+	if (h.cfd >= 0 && !h.wr_shut)
+		shutdown(h.cfd, SHUT_WR);
+	pump(&h);
+	FUZZ_CHECK(h.srv.conns == NULL);
+	FUZZ_CHECK(h.exp.next <= h.exp.n);
+	harness_close(&h);
+	cur = NULL;
+	return 0;
+}
