@@ -51,8 +51,9 @@ struct attempt {
 	const struct patch_pin *pin;
 	bool guard;                       /* writing the stub (else the original) */
 	struct site_list *sites;
-	const struct procfs_mapping *maps;
+	struct procfs_mapping *maps;      /* as of the last attempt */
 	size_t nmaps;
+	struct stackcheck *sc;
 	const struct timespec *deadline;
 	uint64_t pause_us, check_us;
 	char *why;
@@ -112,13 +113,17 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 	 * kill() and so needs CAP_KILL for other users' processes.)
 	 */
 	struct pollfd p = { .fd = pin->pidfd, .events = POLLIN };
-	if (poll(&p, 1, 0) != 0) {
-		snprintf(why, why_len, "process %d exited during the operation", pid);
-		return -BTG_ERR_GONE;
-	}
-	if (procfs_read_stat(pid, &st) < 0 || st.starttime != pin->starttime) {
+	bool exited = poll(&p, 1, 0) != 0;
+	int r = procfs_read_stat(pid, &st);
+
+	/* A live process under the PID that is not ours says more than "exited". */
+	if (r == 0 && st.starttime != pin->starttime) {
 		snprintf(why, why_len, "PID %d now names another process", pid);
 		return -BTG_ERR_REUSED;
+	}
+	if (exited || r < 0) {
+		snprintf(why, why_len, "process %d exited during the operation", pid);
+		return -BTG_ERR_GONE;
 	}
 	return 0;
 }
@@ -135,9 +140,10 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 {
 	struct stackcheck_span spans[PROTO_MAX_SITES];
 	size_t nspans = 0;
-	struct stackcheck *sc = NULL;
+	struct stackcheck *sc = a->sc;
 	struct timespec t0, t1;
-	int r;
+	size_t walked, scanned;
+	int r = 0;
 
 	for (size_t i = 0; i < a->sites->n && nspans < PROTO_MAX_SITES; i++) {
 		const struct site *s = &a->sites->v[i];
@@ -150,7 +156,6 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 		nspans++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = stackcheck_new(a->pid, a->maps, a->nmaps, &sc);
 	for (size_t i = 0; r == 0 && i < w->n; i++) {
 		const struct ptrace_task *t = &w->tasks[i];
 		struct stackcheck_hit hit;
@@ -169,14 +174,9 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	a->check_us = timespec_diff_us(&t0, &t1);
-	if (sc) {
-		size_t walked, scanned;
-
-		stackcheck_stats(sc, &walked, &scanned);
-		log_msg(LOG_DEBUG, "process %d: %zu threads cleared by stack walk, %zu by stack scan, check took %" PRIu64 " us",
-			a->pid, walked, scanned, a->check_us);
-	}
-	stackcheck_free(sc);
+	stackcheck_stats(sc, &walked, &scanned);
+	log_msg(LOG_DEBUG, "process %d: %zu threads cleared by stack walk, %zu by stack scan, check took %" PRIu64 " us",
+		a->pid, walked, scanned, a->check_us);
 	/* A stack we could not read is treated like a busy one: retry. */
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }
@@ -228,6 +228,7 @@ static int attempt_once(struct attempt *a)
 
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
+	stackcheck_reset(a->sc, a->maps, a->nmaps);
 	r = ptrace_stop_all(&w, a->pid, a->deadline, a->why, a->why_len);
 	if (r < 0)
 		return r;
@@ -275,6 +276,21 @@ static bool is_retryable(int r)
 	return r == -BTG_ERR_BUSY || r == -BTG_ERR_STOP;
 }
 
+/* New threads bring new stacks: the next check needs the maps as they are now. */
+static int refresh_maps(struct attempt *a)
+{
+	struct procfs_mapping *maps;
+	size_t n;
+	int r = procfs_read_maps(a->pid, &maps, &n);
+
+	if (r < 0)
+		return r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
+	free(a->maps);
+	a->maps = maps;
+	a->nmaps = n;
+	return 0;
+}
+
 /* Step 3: refuses foreign sites; *ret_todo counts the sites to write. */
 static int plan_writes(struct attempt *a, size_t *ret_todo)
 {
@@ -313,7 +329,14 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	for (;;) {
 		struct timespec left;
 
-		r = check_no_uninterruptible(a->pid, a->why, a->why_len);
+		/*
+		 * Every pass reads /proc and memory by PID, and a retry may come
+		 * long after the pin was taken: never look at, let alone stop, a
+		 * process that has taken over the PID.
+		 */
+		r = check_pin(a->pid, a->pin, a->why, a->why_len);
+		if (r == 0)
+			r = check_no_uninterruptible(a->pid, a->why, a->why_len);
 		if (r == 0) {
 			r = attempt_once(a);
 			if (a->pause_us > res->pause_us || r == 0) {
@@ -330,7 +353,11 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 			return r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r;
 		back_off(&backoff, a->deadline);
 		/* The world moved while it ran: plan again from what it holds now. */
-		r = sites_read(a->pid, a->sites);
+		r = check_pin(a->pid, a->pin, a->why, a->why_len);
+		if (r == 0)
+			r = refresh_maps(a);
+		if (r == 0)
+			r = sites_read(a->pid, a->sites);
 		if (r == 0)
 			r = plan_writes(a, &todo);
 		if (r < 0)
@@ -381,9 +408,14 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 		.sites = &sites, .maps = maps, .nmaps = nmaps, .deadline = &deadline,
 		.why = res->message, .why_len = sizeof(res->message),
 	};
-	r = run_writes(&a, res);
-	/* Report what the target holds now, whatever happened. */
-	if (sites_read(pid, &sites) == 0)
+	r = stackcheck_new(pid, maps, nmaps, &a.sc);
+	if (r == 0)
+		r = run_writes(&a, res);
+	stackcheck_free(a.sc);
+	maps = a.maps;  /* refreshed by retries */
+	/* Report what the target holds now, whatever happened - if it is still the target. */
+	char scratch[PROTO_MAX_MESSAGE + 1];
+	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0 && sites_read(pid, &sites) == 0)
 		fill_sites(res, &sites);
 out:
 	res->error = proto_error_from_negative(r);

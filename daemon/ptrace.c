@@ -150,16 +150,11 @@ size_t ptrace_reap_orphans(void)
 	return n_orphans;
 }
 
-/* Records one wait status; statuses of tasks not in w go to the orphans. */
-static void task_status(struct ptrace_world *w, pid_t tid, int status)
+/* Records one wait status of a task of w. */
+static void task_record(struct ptrace_world *w, struct ptrace_task *t, int status)
 {
-	struct ptrace_task *t = task_find(w, tid);
 	int event = status >> 16;
 
-	if (!t) {
-		orphan_status(tid, status);
-		return;
-	}
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
 		if (t->seized && !t->stopped && !t->gone)
 			w->pending--;
@@ -183,6 +178,17 @@ static void task_status(struct ptrace_world *w, pid_t tid, int status)
 	}
 }
 
+/* Records one wait status; statuses of tasks not in w go to the orphans. */
+static void task_status(struct ptrace_world *w, pid_t tid, int status)
+{
+	struct ptrace_task *t = task_find(w, tid);
+
+	if (!t)
+		orphan_status(tid, status);
+	else
+		task_record(w, t, status);
+}
+
 static size_t count_pending(const struct ptrace_world *w)
 {
 	return w->pending;
@@ -196,29 +202,72 @@ static void drain_signalfd(int fd)
 		;
 }
 
-/* Collects wait statuses until no seized task is pending or the deadline passes. */
-static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadline)
+/* Sleeps until a SIGCHLD arrives or the deadline passes; false at the deadline. */
+static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline)
 {
-	while (count_pending(w) > 0 && !w->exec_seen) {
+	struct timespec left;
+	struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
+
+	if (!timespec_left(deadline, &left))
+		return false;
+	if (ppoll(&p, 1, &left, NULL) > 0)
+		drain_signalfd(w->sigchld_fd);
+	return true;
+}
+
+/* Records every status that is ready, from any tracee (waitpid(-1)). */
+static void collect_ready(struct ptrace_world *w)
+{
+	for (;;) {
 		int status;
 		pid_t r = waitpid(-1, &status, __WALL | WNOHANG);
 
-		if (r > 0) {
+		if (r > 0)
 			task_status(w, r, status);
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)  /* ECHILD: nothing of ours left to report */
-			break;
-
-		struct timespec left;
-		if (!timespec_left(deadline, &left))
-			break;
-		struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
-		if (ppoll(&p, 1, &left, NULL) > 0)
-			drain_signalfd(w->sigchld_fd);
+		else if (!(r < 0 && errno == EINTR))
+			return;
 	}
+}
+
+/*
+ * Collects wait statuses until no seized task is pending or the deadline
+ * passes.  Each task is waited for by its own TID: waitpid(-1) makes the
+ * kernel walk the list of all our tracees on every call
+ * (wait_consider_task), quadratic in the thread count, which was most of
+ * the stopped window at 1,024 threads.  Whenever the task in hand is not
+ * stopped yet, everything else that is ready is collected before sleeping:
+ * an exec waits (in D state, never stopping) until the threads it killed
+ * are reaped, so those must not wait their turn behind it.  A last pass
+ * picks up what no TID of ours names any more: an exec reported under the
+ * leader's TID after we had collected the leader's stop, and orphans.
+ */
+static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadline)
+{
+	for (size_t i = 0; i < w->n && count_pending(w) > 0 && !w->exec_seen; i++) {
+		struct ptrace_task *t = &w->tasks[i];
+
+		while (t->seized && !t->stopped && !t->gone && !w->exec_seen) {
+			int status;
+			pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+
+			if (r > 0) {
+				task_record(w, t, status);
+			} else if (r < 0 && errno == ECHILD) {
+				/* Reaped already, or its TID changed in an exec. */
+				w->pending--;
+				t->gone = true;
+			} else if (r < 0 && errno != EINTR) {
+				break;
+			} else if (r == 0) {
+				collect_ready(w);
+				if (t->seized && !t->stopped && !t->gone && !w->exec_seen &&
+				    !wait_sigchld(w, deadline))
+					goto out_collect;
+			}
+		}
+	}
+out_collect:
+	collect_ready(w);
 }
 
 /*
@@ -306,6 +355,20 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
 	return r;
 }
 
+/*
+ * For a tracee killed while we held it (another thread crashed, or
+ * SIGKILL).  A dying tracee waits for its tracer to reap it, and until then
+ * its whole process cannot finish exiting: reap it now, or park it to be
+ * reaped.
+ */
+static void reap_or_park(pid_t tid)
+{
+	int status;
+
+	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0 && n_orphans < MAX_ORPHANS)
+		orphans[n_orphans++].tid = tid;
+}
+
 static int read_all_regs(struct ptrace_world *w)
 {
 	size_t alive = 0;
@@ -318,7 +381,10 @@ static int read_all_regs(struct ptrace_world *w)
 		if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0) {
 			if (errno != ESRCH)
 				return -errno;
-			t->gone = true;  /* killed while stopped */
+			/* Killed while stopped: resume_all skips gone tasks, so
+			 * collect (or park) its exit status here. */
+			reap_or_park(t->tid);
+			t->gone = true;
 			continue;
 		}
 		alive++;
@@ -429,16 +495,7 @@ int ptrace_resume_all(struct ptrace_world *w)
 		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) == 0)
 			continue;
 		if (errno == ESRCH) {
-			/*
-			 * It was killed while we held it (another thread crashed,
-			 * or SIGKILL).  A dying tracee waits for its tracer to
-			 * reap it, and until then its whole process cannot finish
-			 * exiting: reap it now, or park it to be reaped.
-			 */
-			int status;
-
-			if (waitpid(t->tid, &status, __WALL | WNOHANG) <= 0 && n_orphans < MAX_ORPHANS)
-				orphans[n_orphans++].tid = t->tid;
+			reap_or_park(t->tid);
 			continue;
 		}
 		if (!first)

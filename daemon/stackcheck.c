@@ -325,6 +325,18 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	return 0;
 }
 
+void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, size_t nmaps)
+{
+	for (size_t i = 0; i < CACHE_PAGES; i++)
+		sc->pages[i].addr = 0;
+	sc->ntables = 0;
+	sc->walked = sc->scanned = 0;
+	sc->maps = maps;
+	sc->nmaps = nmaps;
+	/* Cached unwind rules are keyed by address; a remapped object would reuse them. */
+	unw_flush_cache(sc->as, 0, 0);
+}
+
 void stackcheck_free(struct stackcheck *sc)
 {
 	if (!sc)

@@ -38,11 +38,19 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 struct stackcheck;
 
 /*
- * Prepares a check over one stopped process.  maps are the target's
- * mappings (for the scan's stack bounds); they must outlive the check.
+ * Prepares checks of one process: allocations and the unwinder's address
+ * space, made before the process is stopped so the stopped window holds
+ * only the walks.  maps are the target's mappings; they must outlive the
+ * check until the next stackcheck_reset.
  */
 int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		   struct stackcheck **ret);
+
+/*
+ * Forgets everything read from the target (it has run since): call it
+ * before each stop, with the mappings as they are now.
+ */
+void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, size_t nmaps);
 void stackcheck_free(struct stackcheck *sc);
 
 /*
