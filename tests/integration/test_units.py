@@ -64,10 +64,10 @@ def test_service_exposure(units):
                         "./btguardd.service"],
                        cwd=units, capture_output=True, text=True, timeout=120)
     m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", p.stdout + p.stderr)
-    if m is None:
-        pytest.skip(f"systemd-analyze security --offline unsupported: {p.stderr.strip()}")
-    # A root daemon that ptraces stays well inside "OK" territory (< 4).
-    assert float(m.group(1)) < 4.0, p.stdout
+    assert m, f"no exposure level in systemd-analyze output: {p.stdout}{p.stderr}"
+    # The hardening issue's bar: 2.0 or less (the booted system test checks
+    # the same on a real systemd).
+    assert float(m.group(1)) <= 2.0, p.stdout
 
 
 def unit_capabilities():
