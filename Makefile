@@ -93,6 +93,7 @@ check: check-deps
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
 	$(MAKE) fuzz-replay
+	$(MAKE) check-valgrind
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
@@ -108,7 +109,7 @@ demo: check-deps
 	demo/run $(BUILD)
 
 # Benchmarks (docs/PERFORMANCE.md): pause, latency, fleet and footprint, side
-# by side with gdb.  About 10 minutes; BENCH_ARGS=--quick for a smoke run.
+# by side with gdb.  About a minute; BENCH_ARGS=--quick for a smoke run.
 # gdb is only the comparison: without it the gdb column stays empty.
 bench: check-deps
 	$(MAKE) all
@@ -142,6 +143,7 @@ clean:
 # system test under a real systemd (tests/system/system.mk).
 -include tests/fuzz/fuzz.mk
 -include tests/system/system.mk
+-include tests/valgrind/valgrind.mk
 
 # -type f: the system test keeps a root file system (with its etc/rc2.d) under build/.
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

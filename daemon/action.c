@@ -28,7 +28,7 @@ static int pidfd_open_pid(pid_t pid)
  * Resolves the caller's PID number to ours, pins the process, and decides
  * whether the caller may act on it.  *ret_pid is the PID in our namespace.
  */
-static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid,
+static int prepare(const struct auth_caller *caller, unsigned action, pid_t asked, pid_t *ret_pid,
 		   struct patch_pin *pin, char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
@@ -51,9 +51,13 @@ static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid
 		return r;
 	}
 	*ret_pid = pid;
-	/* Pin first: whatever we learn below is about this very process. */
+	/*
+	 * Pin first: whatever we learn below is about this very process.
+	 * Without pidfd_open (kernels before 5.3, valgrind) the start time read
+	 * below is the whole pin; check_pin() compares it all the same.
+	 */
 	pin->pidfd = pidfd_open_pid(pid);
-	if (pin->pidfd < 0) {
+	if (pin->pidfd < 0 && errno != ENOSYS) {
 		r = errno;
 		if (r == ESRCH)
 			snprintf(why, why_len, "no process with PID %d", asked);
@@ -63,6 +67,10 @@ static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid
 			snprintf(why, why_len, "cannot pin process %d: %s", asked, strerror(r));
 		return r == ESRCH || r == EINVAL ? -BTG_ERR_NOPROC : -r;
 	}
+	/* For the audit log only (never the reply): a denied attempt names its target too. */
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	n = readlink(path, exe, exe_len - 1);
+	exe[n > 0 ? n : 0] = '\0';
 	r = auth_read_target(pid, &target);
 	if (r < 0) {
 		snprintf(why, why_len, "no process with PID %d", asked);
@@ -75,7 +83,9 @@ static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid
 		snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
 		return -BTG_ERR_NOPROC;
 	}
-	if (target.status.tracer > 0) {
+	/* status only reads, so it works under a debugger; guard and unguard
+	 * must attach, which a tracer would make fail (or worse, disturb). */
+	if (target.status.tracer > 0 && action != PROTO_ACTION_STATUS) {
 		/* Checked before seizing anything, so the tracer's session is untouched. */
 		snprintf(why, why_len, "process %d is already traced by process %d (a debugger or strace?)",
 			 asked, target.status.tracer);
@@ -91,9 +101,6 @@ static int prepare(const struct auth_caller *caller, pid_t asked, pid_t *ret_pid
 		return -BTG_ERR_GONE;
 	}
 	pin->starttime = st.starttime;
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	n = readlink(path, exe, exe_len - 1);
-	exe[n > 0 ? n : 0] = '\0';
 	return 0;
 }
 
@@ -111,7 +118,7 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	res->state = PROTO_PROC_UNKNOWN;
 	exe[0] = '\0';
 
-	r = prepare(caller, pid, &target, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
+	r = prepare(caller, action, pid, &target, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
 	if (r == 0)
 		r = patch_run(target, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);

@@ -197,6 +197,8 @@ static int write_sites(struct attempt *a, pid_t tid)
 		r = ptrace_poke_word(tid, site_word_addr(s), want);
 		if (r == 0)
 			r = ptrace_peek_word(tid, site_word_addr(s), &got);
+		if (r == -ESRCH)  /* the thread we write through was killed while held */
+			r = -BTG_ERR_GONE;
 		if (r == 0 && got != want)
 			r = -BTG_ERR_VERIFY;
 		if (r < 0) {

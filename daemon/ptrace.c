@@ -81,7 +81,10 @@ static int cmp_task(const void *a, const void *b)
 
 static void sort_tasks(struct ptrace_world *w)
 {
-	qsort(w->tasks, w->n, sizeof(w->tasks[0]), cmp_task);
+	/* No task seized yet (every listed one a zombie) leaves tasks NULL,
+	 * and qsort(NULL, 0) is undefined behaviour (UBSan aborts on it). */
+	if (w->n > 1)
+		qsort(w->tasks, w->n, sizeof(w->tasks[0]), cmp_task);
 	w->sorted = w->n;
 }
 
@@ -328,11 +331,16 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
 	return 0;
 }
 
-/* Seizes every listed thread not yet known; *ret_new counts the new ones. */
+/*
+ * Seizes every listed thread not yet known; *ret_new counts the ones now
+ * held.  A listed thread that could not be seized (exiting, or a zombie
+ * still listed) is not new: counting it would make the caller re-list a
+ * dying process without end, stalling the whole daemon.
+ */
 static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why, size_t why_len)
 {
 	pid_t *tids = NULL;
-	size_t n = 0, added = 0;
+	size_t n = 0, before = w->n;
 	int r = procfs_list_tasks(w->pid, &tids, &n);
 
 	if (r < 0) {
@@ -347,11 +355,10 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
 		r = seize_one(w, tids[i], why, why_len);
 		if (r < 0)
 			break;
-		added++;
 	}
 	free(tids);
 	sort_tasks(w);
-	*ret_new = added;
+	*ret_new = w->n - before;
 	return r;
 }
 

@@ -100,6 +100,13 @@ static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
 		return 0;
 	if (n < 0 && errno == ESRCH)
 		return -BTG_ERR_GONE;
+	/*
+	 * The process lives but the site, read from its maps moments ago, is
+	 * no longer mapped: it exec'd meanwhile (an object with backtrace()
+	 * being unloaded is the rare other cause).  Say so, not "EIO".
+	 */
+	if (n < 0 && errno == EFAULT)
+		return -BTG_ERR_EXEC;
 	/* Some kernels or LSMs refuse process_vm_readv; /proc/PID/mem is equivalent. */
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);

@@ -1,0 +1,304 @@
+# SPDX-License-Identifier: MIT
+"""PID reuse (issue 5, item 4): a PID that names another process by the
+time the daemon acts must never lead it to act on that other process.
+
+The daemon pins a target (pidfd_open + /proc/PID/stat start time) when it
+starts on it, and re-checks the pin before it stops or writes anything.
+To test that, the PID really has to be recycled while the daemon holds a
+pin, deterministically.  Everything happens in a fresh PID namespace
+(`unshare -p -f --mount-proc`) where this file, re-run as the namespace's
+init, is the only one creating processes, so writing P-1 to
+/proc/sys/kernel/ns_last_pid makes the next fork get PID P.  The daemon
+runs inside too, so its PIDs are the namespace's.
+
+Holding the daemon inside the window, without any test hook in the daemon:
+the first target has a thread in uninterruptible sleep (it called
+posix_spawn, whose CLONE_VFORK parent waits in D state while the child
+blocks opening a FIFO).  The daemon must not seize a process with a D
+thread, so it backs off and retries until the deadline - holding the pin.
+The test waits until the daemon's pidfd for P shows up in
+/proc/DAEMON/fdinfo (proof of the pin), then SIGSTOPs the daemon, kills
+and reaps the target, forks a new process onto P, and SIGCONTs the daemon.
+SIGSTOP only stretches what a busy scheduler can do anyway.
+
+  test_recycled_while_pinned  the daemon must answer "pid-reused", write
+                              nothing, and leave the new process untouched.
+  test_recycled_before_pin    a request queued behind a slow one: its PID is
+                              recycled before the daemon reaches it.  The
+                              daemon pins when a target's turn comes, so it
+                              may act on the new process, but then its
+                              answer and its log must be about the new one
+                              (here a static program without backtrace():
+                              state "none"), never a mix of both.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_inside(scenario):
+    if subprocess.run(["unshare", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("unshare not available")
+    p = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+         sys.executable, str(Path(__file__).resolve()), scenario],
+        capture_output=True, text=True, timeout=180, env=dict(os.environ))
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    assert p.returncode == 0 and lines, \
+        f"inside the namespace, {scenario} failed ({p.returncode}):\n" \
+        f"stdout:\n{p.stdout[-6000:]}\nstderr:\n{p.stderr[-6000:]}"
+    return json.loads(lines[-1])
+
+
+def test_recycled_while_pinned():
+    o = run_inside("recycled-while-pinned")
+    where = json.dumps(o, indent=1)
+    print(f"recycled while pinned: error={o['error']} message={o['message']!r}")
+    assert o["new_pid"] == o["old_pid"], where
+    assert o["error"] == "pid-reused", where
+    assert "another process" in o["message"], where
+    assert not o["wrote"], where
+    assert o["new_alive"] and not o["new_thread_problems"], where
+    assert o["new_site_before"] == o["new_site_after"] == "original", where
+    assert o["daemon_exit"] == 0 and not o["sanitizer"], where
+    assert o["log_error_line"], where
+    # The daemon serves on, and a later request is about the new process.
+    assert o["later_status"] == {"error": 0, "state": "unguarded"}, where
+
+
+def test_recycled_before_pin():
+    o = run_inside("recycled-before-pin")
+    where = json.dumps(o, indent=1)
+    print(f"recycled before pin: error={o['error']} state={o['state']} log_exe={o['log_exe']}")
+    assert o["new_pid"] == o["old_pid"], where
+    assert o["first_error"] == "busy", where   # the slow request ran out its deadline
+    if o["error"] == 0:
+        # Acted on the new process: everything said is about it.
+        assert o["state"] == "none" and o["nsites"] == 0, where
+        assert o["log_exe"] == o["new_exe"], where
+    else:
+        assert o["error"] in ("gone", "pid-reused"), where
+    assert o["daemon_exit"] == 0 and not o["sanitizer"], where
+
+
+# ===================================================== inside the namespace ==
+# Everything below runs as PID 1 of a new PID namespace and prints one JSON
+# line of observations; the tests above judge them.
+
+# "ready" comes first: os.posix_spawn keeps the GIL while it waits.
+D_TARGET = r"""
+import os, sys, threading, time
+def spawner():
+    os.posix_spawn("/bin/true", ["true"], {},
+                   file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])
+print("ready", flush=True)
+threading.Thread(target=spawner, daemon=True).start()
+while True:
+    time.sleep(60)
+"""
+
+
+class Inside:
+    def __init__(self):
+        sys.path.insert(0, str(HERE))
+        import conftest
+        import hardlib
+        self.c, self.h = conftest, hardlib
+        assert os.getpid() == 1, "must run as init of a new PID namespace"
+        self.dir = Path(tempfile.mkdtemp(prefix="btg-pidns-"))
+        self.children = []
+
+    # -- processes
+    def spawn(self, argv, wait_ready=True):
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        self.children.append(p)
+        if wait_ready:
+            line = p.stdout.readline()
+            assert line == b"ready\n", (argv, line)
+        return p
+
+    def d_target(self):
+        """A process with a thread in D state, and the FIFO that holds it."""
+        fifo = self.dir / f"fifo{len(self.children)}"
+        os.mkfifo(fifo)
+        p = self.spawn([sys.executable, "-c", D_TARGET, str(fifo)])
+        self.wait(lambda: self.d_threads(p.pid), f"a D-state thread in {p.pid}")
+        return p
+
+    def d_threads(self, pid):
+        out = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "D":
+                        out.append(int(tid))
+            except FileNotFoundError:
+                pass
+        return out
+
+    def kill_with_vfork_child(self, p):
+        """SIGKILL p and the posix_spawn child that shares its memory; reap both
+        (as init, the orphaned child is ours)."""
+        kids = []
+        for tid in os.listdir(f"/proc/{p.pid}/task"):
+            with open(f"/proc/{p.pid}/task/{tid}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        while kids and time.monotonic() < deadline:
+            for k in list(kids):
+                try:
+                    if os.waitpid(k, os.WNOHANG)[0] == k:
+                        kids.remove(k)
+                except ChildProcessError:
+                    pass             # not reparented to us yet
+            time.sleep(0.01)
+        assert not kids, f"vfork children not reaped: {kids}"
+
+    def fork_onto(self, pid, argv):
+        """Starts argv so that it gets PID `pid` (nothing else forks here)."""
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        return self.spawn(argv)
+
+    def wait(self, pred, what, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            v = pred()
+            if v:
+                return v
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)
+
+    # -- the daemon
+    def start_daemon(self):
+        d = self.h.KillableDaemon(extra_args=("--verbose",))
+        self.daemon = d.wait_ready()
+        return d
+
+    def daemon_pins(self, pid):
+        """True when the daemon holds a pidfd for pid (fdinfo's "Pid:" line)."""
+        base = f"/proc/{self.daemon.pid}/fdinfo"
+        for fd in os.listdir(base):
+            try:
+                with open(f"{base}/{fd}") as f:
+                    if f"\nPid:\t{pid}\n" in f.read():
+                        return True
+            except FileNotFoundError:
+                pass
+        return False
+
+    def daemon_state(self):
+        with open(f"/proc/{self.daemon.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+
+    def freeze_daemon(self):
+        os.kill(self.daemon.pid, signal.SIGSTOP)
+        self.wait(lambda: self.daemon_state() == "T", "the daemon to stop")
+
+    def thaw_daemon(self):
+        os.kill(self.daemon.pid, signal.SIGCONT)
+
+    def finish(self, obs):
+        rc = self.daemon.stop()
+        log = self.daemon.log()
+        obs["daemon_exit"] = rc
+        obs["sanitizer"] = [m for m in self.c.SANITIZER_MARKERS if m in log]
+        obs["log_tail"] = log.splitlines()[-30:]
+        self.daemon.cleanup()
+        for p in self.children:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        print(json.dumps(obs), flush=True)
+
+
+def recycled_while_pinned(x):
+    c, h = x.c, x.h
+    x.start_daemon()
+    old = x.d_target()
+    obs = {"old_pid": old.pid}
+    w = c.Wire(x.daemon.socket, timeout=120)
+    w.send(c.encode_request(c.ACTION_GUARD, [old.pid], deadline_ms=30000))
+    x.wait(lambda: x.daemon_pins(old.pid), "the daemon to pin the target")
+    time.sleep(0.2)          # well into its busy back-off loop
+    x.freeze_daemon()
+    x.kill_with_vfork_child(old)
+    new = x.fork_onto(old.pid, [str(c.VICTIMS / "idle"), "2"])
+    obs["new_pid"] = new.pid
+    site = h.Site(new.pid)
+    obs["new_site_before"] = site.classify()
+    x.thaw_daemon()
+    [res] = w.read_results()
+    w.close()
+    obs.update(error=h.error_name(res.error), message=res.message,
+               wrote=bool(res.flags & c.RESULT_WROTE), state=res.state)
+    obs["new_alive"] = new.poll() is None
+    obs["new_thread_problems"] = c.thread_problems(new.pid)
+    obs["new_site_after"] = site.classify()
+    obs["log_error_line"] = [line for line in x.daemon.log().splitlines()
+                             if f"guard pid={old.pid} " in line and "error pid-reused" in line]
+    with c.Wire(x.daemon.socket, timeout=60) as w2:
+        [res] = w2.request(c.ACTION_STATUS, [new.pid])
+    obs["later_status"] = {"error": res.error,
+                           "state": {c.PROC_UNGUARDED: "unguarded"}.get(res.state, res.state)}
+    x.finish(obs)
+
+
+def recycled_before_pin(x):
+    c, h = x.c, x.h
+    x.start_daemon()
+    slow = x.d_target()
+    old = x.spawn([str(c.VICTIMS / "idle"), "1"])
+    obs = {"old_pid": old.pid}
+    a = c.Wire(x.daemon.socket, timeout=120)
+    b = c.Wire(x.daemon.socket, timeout=120)
+    # A: one slow target (busy until its 1 s deadline); B queued behind it.
+    a.send(c.encode_request(c.ACTION_GUARD, [slow.pid], deadline_ms=1000))
+    x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to start on the slow target")
+    b.send(c.encode_request(c.ACTION_STATUS, [old.pid]))
+    time.sleep(0.2)
+    x.freeze_daemon()
+    os.kill(old.pid, signal.SIGKILL)
+    old.wait(timeout=30)
+    nolibc = c.VICTIMS / "nolibc"
+    new = x.fork_onto(old.pid, [str(nolibc)])
+    obs["new_pid"] = new.pid
+    obs["new_exe"] = os.readlink(f"/proc/{new.pid}/exe")
+    x.thaw_daemon()
+    [first] = a.read_results()
+    obs["first_error"] = h.error_name(first.error)
+    [res] = b.read_results()
+    a.close()
+    b.close()
+    obs.update(error=h.error_name(res.error) if res.error else 0, nsites=res.nsites,
+               state={c.PROC_NONE: "none", c.PROC_UNGUARDED: "unguarded"}.get(res.state, res.state),
+               message=res.message)
+    lines = [line for line in x.daemon.log().splitlines() if f"status pid={old.pid} " in line]
+    obs["log_exe"] = lines[-1].split(" exe=", 1)[1].split(" by uid=")[0] if lines else None
+    x.kill_with_vfork_child(slow)
+    x.finish(obs)
+
+
+if __name__ == "__main__":
+    scenarios = {"recycled-while-pinned": recycled_while_pinned,
+                 "recycled-before-pin": recycled_before_pin}
+    scenarios[sys.argv[1]](Inside())
