@@ -208,8 +208,16 @@ static int write_sites(struct attempt *a, pid_t tid)
 			break;
 		}
 	}
-	if (r == 0)
+	if (r == 0) {
+		/* What the sites hold now, should the target die before the re-read. */
+		for (i = 0; i < a->sites->n; i++) {
+			struct site *s = &a->sites->v[i];
+
+			if (a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED)
+				s->state = a->guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
+		}
 		return 0;
+	}
 	/* Undo in reverse: the process must end up fully as it was. */
 	while (i-- > 0) {
 		struct site *s = &a->sites->v[i];
@@ -415,10 +423,15 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 		r = run_writes(&a, res);
 	stackcheck_free(a.sc);
 	maps = a.maps;  /* refreshed by retries */
-	/* Report what the target holds now, whatever happened - if it is still the target. */
+	/*
+	 * Report what the target holds now, whatever happened - if it is still
+	 * the target.  If it cannot be read any more, the states are what we
+	 * last saw or wrote.
+	 */
 	char scratch[PROTO_MAX_MESSAGE + 1];
-	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0 && sites_read(pid, &sites) == 0)
-		fill_sites(res, &sites);
+	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0)
+		sites_read(pid, &sites);
+	fill_sites(res, &sites);
 out:
 	res->error = proto_error_from_negative(r);
 	sites_free(&sites);
