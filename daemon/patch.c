@@ -339,6 +339,11 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	for (;;) {
 		struct timespec left;
 
+		/* A thread killed while we held it (an exec's de_thread kills
+		 * every other thread) stays a zombie until its tracer, us, reaps
+		 * it, and the exec waits in D state for that: reap before the D
+		 * check, or the check waits out the deadline on our own zombie. */
+		ptrace_reap_orphans();
 		/*
 		 * Every pass reads /proc and memory by PID, and a retry may come
 		 * long after the pin was taken: never look at, let alone stop, a
@@ -366,8 +371,12 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		r = check_pin(a->pid, a->pin, a->why, a->why_len);
 		if (r == 0)
 			r = refresh_maps(a);
-		if (r == 0)
+		if (r == 0) {
 			r = sites_read(a->pid, a->sites);
+			if (r < 0)
+				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
+					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+		}
 		if (r == 0)
 			r = plan_writes(a, &todo);
 		if (r < 0)

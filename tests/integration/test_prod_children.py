@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""Issue 4, case 12: children.
+
+A process forked after its parent was guarded inherits the patched bytes
+(fork copies the private, already written page), and `--tree` guards a
+parent with its current workers (DataLoader style), one result each.
+"""
+
+import pytest
+
+from conftest import expected_site, read_mem, wait_threads_running
+from prodlib import (assert_original, assert_stub, guard_ok, kill_pid, one, start,
+                     unguard_ok, victim_path)
+
+
+def child_lines(lines):
+    """{pid: frames} from forker's "child PID N" lines."""
+    out = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "child":
+            out[int(parts[1])] = int(parts[2])
+    return out
+
+
+@pytest.fixture
+def forker(victim):
+    """Starts forker; kills every child it reported at teardown (they also
+    die with their parent, through PR_SET_PDEATHSIG)."""
+    started = []
+
+    def run(nchildren):
+        v = start(victim, [victim_path("forker"), nchildren], "forker", stdin=True)
+        started.append(v)
+        return v
+
+    yield run
+    for v in started:
+        for pid in child_lines(v.lines.seen):
+            kill_pid(pid)
+        if v.proc.stdin:
+            v.proc.stdin.close()
+
+
+def test_child_forked_after_guard_inherits_it(daemon, forker):
+    v = forker(0)
+    addr = expected_site(v.pid)
+    original = read_mem(v.pid, addr, 16)
+    guard_ok(daemon, v.pid, nsites=1)
+    assert_stub(v.pid, addr, original)
+
+    v.proc.stdin.write(b"fork\n")
+    v.proc.stdin.flush()
+    [(child, frames)] = child_lines(v.lines.until(lambda x: x.startswith("child "))).items()
+    # The child's own backtrace() call returned 0 frames ...
+    assert frames == 0, f"child {child} got {frames} frames"
+    # ... because it holds the same stub at the same address.
+    assert expected_site(child) == addr
+    assert_stub(child, addr, original)
+    res = one(daemon.ctl("status", child, check=0), child, "status")
+    assert res["state"] == "guarded", res
+    for pid in (v.pid, child):
+        wait_threads_running(pid)
+
+    # Unguarding the parent does not reach into the child: separate memory.
+    unguard_ok(daemon, v.pid, nsites=1)
+    assert_original(v.pid, addr, original)
+    assert_stub(child, addr, original)
+
+
+def test_tree_guards_parent_and_workers(daemon, forker):
+    v = forker(3)
+    workers = child_lines(v.before)
+    assert len(workers) == 3 and all(n > 0 for n in workers.values()), v.before
+    pids = [v.pid, *workers]
+    addr = expected_site(v.pid)
+    original = read_mem(v.pid, addr, 16)
+
+    r = daemon.ctl("--deadline", 10000, "--tree", "guard", v.pid, check=0)
+    # One result per process, the parent first, each really guarded.
+    assert [x["pid"] for x in r.results][0] == v.pid, r
+    assert sorted(x["pid"] for x in r.results) == sorted(pids), r
+    for res in r.results:
+        assert res["ok"] is True and res["action"] == "guard", res
+        assert res["state"] == "guarded" and res["wrote"] is True, res
+    for pid in pids:
+        # Forked children share the parent's layout.
+        assert expected_site(pid) == addr
+        assert_stub(pid, addr, original)
+        wait_threads_running(pid)
+
+    # Without --tree only the named process is touched.
+    unguard_ok(daemon, v.pid, nsites=1)
+    assert_original(v.pid, addr, original)
+    for pid in workers:
+        assert_stub(pid, addr, original)
+
+    r = daemon.ctl("--tree", "unguard", v.pid, check=0)
+    assert sorted(x["pid"] for x in r.results) == sorted(pids), r
+    assert [x["wrote"] for x in r.results if x["pid"] == v.pid] == [False], r
+    for res in r.results:
+        assert res["ok"] is True and res["state"] == "unguarded", res
+    for pid in pids:
+        assert_original(pid, addr, original)
+        wait_threads_running(pid)
+    v.assert_alive()
