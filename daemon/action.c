@@ -28,14 +28,15 @@ static int pidfd_open_pid(pid_t pid)
  * Resolves the caller's PID number to ours, pins the process, and decides
  * whether the caller may act on it.  *ret_pid is the PID in our namespace.
  */
-static int prepare(const struct auth_caller *caller, unsigned action, pid_t asked, pid_t *ret_pid,
-		   struct patch_pin *pin, char *exe, size_t exe_len, char *why, size_t why_len)
+static int prepare(const struct auth_caller *caller, unsigned action,
+		   const struct action_target *want, pid_t *ret_pid, struct patch_pin *pin,
+		   char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
 	struct pidns_view view;
 	struct procfs_stat st;
+	pid_t asked = want->pid, pid;
 	char path[64];
-	pid_t pid;
 	ssize_t n;
 	int r;
 
@@ -100,13 +101,25 @@ static int prepare(const struct auth_caller *caller, unsigned action, pid_t aske
 		snprintf(why, why_len, "process %d exited", asked);
 		return -BTG_ERR_GONE;
 	}
+	/* The request named the process that had this PID when it arrived. */
+	if (want->arrival_start == 0) {
+		snprintf(why, why_len, "no process with PID %d when the request arrived", asked);
+		return -BTG_ERR_NOPROC;
+	}
+	if (st.starttime != want->arrival_start) {
+		snprintf(why, why_len,
+			 "PID %d now names another process than when the request arrived", asked);
+		return -BTG_ERR_REUSED;
+	}
 	pin->starttime = st.starttime;
 	return 0;
 }
 
 void action_run(const struct auth_caller *caller, unsigned action,
-		uint32_t deadline_ms, int32_t pid, struct proto_result *res)
+		uint32_t deadline_ms, const struct action_target *want,
+		struct proto_result *res)
 {
+	int32_t pid = want->pid;
 	struct patch_pin pin = { .pidfd = -1 };
 	char exe[PATH_MAX];
 	pid_t target = 0;
@@ -118,7 +131,8 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	res->state = PROTO_PROC_UNKNOWN;
 	exe[0] = '\0';
 
-	r = prepare(caller, action, pid, &target, &pin, exe, sizeof(exe), res->message, sizeof(res->message));
+	r = prepare(caller, action, want, &target, &pin, exe, sizeof(exe), res->message,
+		    sizeof(res->message));
 	if (r == 0)
 		r = patch_run(target, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);
@@ -160,17 +174,27 @@ static void add_tree(const struct pidns_view *view, int32_t *v, size_t *n, int32
 	free(kids);
 }
 
+/* The start time of the process the caller calls pid, or 0 when there is none. */
+static uint64_t arrival_start(const struct pidns_view *view, bool have_view, int32_t pid)
+{
+	struct procfs_stat st;
+	pid_t ours;
+
+	if (!have_view || pidns_to_daemon(view, pid, &ours) < 0 || procfs_read_stat(ours, &st) < 0)
+		return 0;
+	return st.starttime;
+}
+
 int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
-			  int32_t **ret, size_t *ret_n)
+			  struct action_target **ret, size_t *ret_n)
 {
 	struct pidns_view view;
+	struct action_target *t;
 	int32_t *v;
 	size_t n = 0;
-	bool tree = req->flags & PROTO_FLAG_TREE;
+	bool have_view = pidns_view_of(caller->pid, &view) == 0;
+	bool tree = (req->flags & PROTO_FLAG_TREE) && have_view;
 
-	/* Without a view no descendant can be named safely: list only what was asked. */
-	if (tree && pidns_view_of(caller->pid, &view) < 0)
-		tree = false;
 	v = malloc(PROTO_MAX_PIDS * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -180,7 +204,17 @@ int action_expand_targets(const struct auth_caller *caller, const struct proto_r
 		else
 			v[n++] = req->pids[i];
 	}
-	*ret = v;
+	t = malloc((n ? n : 1) * sizeof(*t));
+	if (!t) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		t[i].pid = v[i];
+		t[i].arrival_start = arrival_start(&view, have_view, v[i]);
+	}
+	free(v);
+	*ret = t;
 	*ret_n = n;
 	return 0;
 }

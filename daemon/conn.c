@@ -571,12 +571,10 @@ void conn_event(struct server *srv, struct conn *c, uint32_t events)
 void conn_run_one_target(struct server *srv)
 {
 	struct conn *c = work_pop(srv);
-	int32_t pid;
 
 	if (!c)
 		return;
-	pid = c->targets[c->next_target++];
-	action_run(&c->caller, c->action, c->deadline_ms, pid, srv->res);
+	action_run(&c->caller, c->action, c->deadline_ms, &c->targets[c->next_target++], srv->res);
 	conn_send_encoded(srv, c, proto_encode_result(srv->res, srv->msg, MSG_BUF_SIZE), "RESULT");
 	if (c->fd < 0)
 		return;
@@ -598,7 +596,7 @@ size_t conn_answer_shutdown(struct server *srv, struct conn *c)
 			struct proto_result *res = srv->res;
 
 			memset(res, 0, sizeof(*res));
-			res->pid = c->targets[c->next_target++];
+			res->pid = c->targets[c->next_target++].pid;
 			res->error = BTG_ERR_SHUTDOWN;
 			res->action = (uint8_t)c->action;
 			res->state = PROTO_PROC_UNKNOWN;

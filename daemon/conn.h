@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../proto/proto.h"
+#include "action.h"
 #include "auth.h"
 #include "server.h"
 
@@ -40,7 +41,7 @@ struct conn {
 	bool busy;
 	unsigned action;
 	uint32_t deadline_ms;
-	int32_t *targets;
+	struct action_target *targets;
 	size_t ntargets, next_target;
 
 	/* Output queue: out[out_off..out_len) still to send. */

@@ -103,9 +103,9 @@ static void expect_add(struct expect *e, int32_t pid)
 #define STUB_EXPAND_FAILS 0x7ffffff0
 
 int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
-			  int32_t **ret, size_t *ret_n)
+			  struct action_target **ret, size_t *ret_n)
 {
-	int32_t *t;
+	struct action_target *t;
 	size_t n = 0;
 
 	(void)caller;
@@ -120,14 +120,14 @@ int action_expand_targets(const struct auth_caller *caller, const struct proto_r
 		int32_t p = req->pids[i];
 
 		FUZZ_CHECK(p > 0);
-		t[n++] = p;
+		t[n++] = (struct action_target){ .pid = p, .arrival_start = (uint64_t)p };
 		if (!(req->flags & PROTO_FLAG_TREE))
 			continue;
 		for (int32_t k = 1; k <= p % 4 && p <= INT32_MAX - k && n < PROTO_MAX_PIDS; k++)
-			t[n++] = p + k;
+			t[n++] = (struct action_target){ .pid = p + k, .arrival_start = (uint64_t)(p + k) };
 	}
 	for (size_t i = 0; i < n; i++)
-		expect_add(&cur->exp, t[i]);
+		expect_add(&cur->exp, t[i].pid);
 	*ret = t;
 	*ret_n = n;
 	return 0;
@@ -146,8 +146,9 @@ static uint32_t stub_error(int32_t pid)
  * crosses the output high-water mark when the client does not read.
  */
 void action_run(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
-		int32_t pid, struct proto_result *res)
+		const struct action_target *target, struct proto_result *res)
 {
+	int32_t pid = target->pid;
 	bool big = pid % 64 == 0;
 	size_t msglen = big ? PROTO_MAX_MESSAGE : (size_t)pid % 97;
 
@@ -155,6 +156,7 @@ void action_run(const struct auth_caller *caller, unsigned action, uint32_t dead
 	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
 	/* Targets run in request order, each once. */
 	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
+	FUZZ_CHECK(target->arrival_start == (uint64_t)pid);  /* the pin travels with its PID */
 	cur->exp.run++;
 	memset(res, 0, sizeof(*res));
 	res->pid = pid;

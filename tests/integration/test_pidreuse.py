@@ -23,13 +23,17 @@ SIGSTOP only stretches what a busy scheduler can do anyway.
 
   test_recycled_while_pinned  the daemon must answer "pid-reused", write
                               nothing, and leave the new process untouched.
-  test_recycled_before_pin    a request queued behind a slow one: its PID is
-                              recycled before the daemon reaches it.  The
-                              daemon pins when a target's turn comes, so it
-                              may act on the new process, but then its
-                              answer and its log must be about the new one
-                              (here a static program without backtrace():
-                              state "none"), never a mix of both.
+  test_recycled_after_arrival one request names the slow target and then P;
+                              P is recycled while the daemon works on the
+                              first.  Targets are pinned (start time) when
+                              the daemon reads the request, so P's turn must
+                              be refused with "pid-reused", nothing written.
+  test_recycled_before_pin    a request still unread behind a slow one: its
+                              PID is recycled before the daemon reads it, so
+                              the request names the new process; the answer
+                              and the log must be about the new one (here a
+                              static program without backtrace(): state
+                              "none"), never a mix of both.
 """
 
 import json
@@ -90,6 +94,18 @@ def test_recycled_before_pin():
     else:
         assert o["error"] in ("gone", "pid-reused"), where
     assert o["daemon_exit"] == 0 and not o["sanitizer"], where
+
+
+def test_recycled_after_arrival():
+    o = run_inside("recycled-after-arrival")
+    where = json.dumps(o, indent=1)
+    assert o["new_pid"] == o["old_pid"], where
+    assert o["first_error"] == "busy", where
+    # Pinned when the request arrived: the new process is refused, never guarded.
+    assert o["error"] == "pid-reused" and not o["wrote"], where
+    assert "when the request arrived" in o["message"], where
+    if o["new_state"] is not None:
+        assert o["new_state"] == "unguarded", where
 
 
 # ===================================================== inside the namespace ==
@@ -298,7 +314,38 @@ def recycled_before_pin(x):
     x.finish(obs)
 
 
+def recycled_after_arrival(x):
+    """One request naming a slow target, then an idle one.  Both are pinned
+    when the request arrives; the second PID is recycled while the daemon
+    works on the first, so its turn must be refused."""
+    c, h = x.c, x.h
+    x.start_daemon()
+    slow = x.d_target()
+    old = x.spawn([str(c.VICTIMS / "idle"), "1"])
+    obs = {"old_pid": old.pid}
+    a = c.Wire(x.daemon.socket, timeout=120)
+    a.send(c.encode_request(c.ACTION_GUARD, [slow.pid, old.pid], deadline_ms=1000))
+    x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to start on the slow target")
+    x.freeze_daemon()
+    os.kill(old.pid, signal.SIGKILL)
+    old.wait(timeout=30)
+    new = x.fork_onto(old.pid, [str(c.VICTIMS / "idle"), "1"])
+    obs["new_pid"] = new.pid
+    x.thaw_daemon()
+    first, second = a.read_results()
+    a.close()
+    obs["first_error"] = h.error_name(first.error)
+    obs.update(error=h.error_name(second.error) if second.error else 0,
+               wrote=bool(second.flags & 1), message=second.message)
+    # The new process must not have been touched: its backtrace() is original.
+    st = x.daemon.ctl("--json", "status", new.pid) if hasattr(x.daemon, "ctl") else None
+    obs["new_state"] = st[1][0]["state"] if st else None
+    x.kill_with_vfork_child(slow)
+    x.finish(obs)
+
+
 if __name__ == "__main__":
     scenarios = {"recycled-while-pinned": recycled_while_pinned,
-                 "recycled-before-pin": recycled_before_pin}
+                 "recycled-before-pin": recycled_before_pin,
+                 "recycled-after-arrival": recycled_after_arrival}
     scenarios[sys.argv[1]](Inside())
