@@ -262,6 +262,19 @@ def wait_report(path, pred, what, timeout=REPORT_TIMEOUT, alive=None):
 
 # ------------------------------------------------------------ processes --
 
+def stop_started(proc):
+    """Kills a process this test session started (by its PID) and reaps it."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.communicate(timeout=STOP_TIMEOUT)
+    except (subprocess.TimeoutExpired, ValueError):
+        pass
+
+
 class Victim:
     def __init__(self, proc, name, report):
         self.proc = proc
@@ -358,17 +371,7 @@ class VictimFactory:
 
     def cleanup(self):
         for proc in self.victims:
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
-            if proc.stdout:
-                proc.stdout.close()
+            stop_started(proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, STOP_TIMEOUT, VICTIMS, wait_threads_running
+from conftest import REPO, STOP_TIMEOUT, VICTIMS, stop_started, wait_threads_running
 
 PYTHON = "/usr/bin/python3"          # Debian's, where python3-torch lives
 WORKLOAD = REPO / "tests" / "workloads" / "torch_greenlet.py"
@@ -113,15 +113,7 @@ class Starter:
 
     def cleanup(self):
         for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                proc.communicate(timeout=STOP_TIMEOUT)
-            except (subprocess.TimeoutExpired, ValueError):
-                pass
+            stop_started(proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (ACTION_STATUS, BTGUARDD, ERR, HEADER, KIND_DONE,
+from conftest import (ACTION_STATUS, stop_started, BTGUARDD, ERR, HEADER, KIND_DONE,
                       KIND_ERROR, KIND_REQUEST, KIND_RESULT, MAGIC,
                       MAX_PAYLOAD, SANITIZER_MARKERS, START_TIMEOUT,
                       STOP_TIMEOUT, VERSION, Wire, check_daemon_exit,
@@ -183,15 +183,7 @@ class Spawner:
 
     def cleanup(self):
         for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_started(proc)
         for d in self.dirs:
             shutil.rmtree(d, ignore_errors=True)
 
