@@ -262,6 +262,33 @@ def wait_report(path, pred, what, timeout=REPORT_TIMEOUT, alive=None):
 
 # ------------------------------------------------------------ processes --
 
+STREAK = 200                    # consecutive calls that prove a steady state
+
+
+def wait_behaviour(v, zero):
+    """Every backtrace() call that starts from now on returns 0 (zero=True)
+    or real frames (zero=False): each thread first shows a long streak,
+    then a later report must add no call with the other outcome."""
+    streak = (lambda t: t.zstreak >= STREAK) if zero else (lambda t: t.nzstreak >= STREAK)
+    what = "0 frames" if zero else "real frames"
+    first = wait_report(v.report, lambda r: all(streak(t) for t in r.threads),
+                        f"every thread's backtrace() to return {what}", alive=v.assert_alive)
+    base = wait_report(v.report, lambda r: r.seq > first.seq, "a later report",
+                       alive=v.assert_alive)
+    later = wait_report(v.report,
+                        lambda r: all(t.calls >= b.calls + STREAK
+                                      for t, b in zip(r.threads, base.threads)),
+                        "every thread to keep calling backtrace()", alive=v.assert_alive)
+    for t, b in zip(later.threads, base.threads):
+        if zero:
+            assert t.nonzero == b.nonzero and t.last == 0, \
+                f"thread {t.idx} got frames while guarded: {b} -> {t}"
+        else:
+            assert t.zero == b.zero and t.last > 0, \
+                f"thread {t.idx} got 0 frames while unguarded: {b} -> {t}"
+    return later
+
+
 def stop_started(proc):
     """Kills a process this test session started (by its PID) and reaps it."""
     if proc.poll() is None:

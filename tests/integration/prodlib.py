@@ -19,11 +19,10 @@ import time
 import pytest
 
 from conftest import (REPORT_TIMEOUT, START_TIMEOUT, VICTIMS, Victim, read_mem,
-                      wait_report)
+                      wait_behaviour, wait_report)
 
 STUB = b"\x31\xc0\xc3"          # xor eax,eax; ret
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
-STREAK = 200                    # consecutive calls that prove a steady state
 DEADLINE_MS = 10000             # generous: the CI machine is small and noisy
 
 
@@ -204,26 +203,3 @@ def assert_original(pid, addr, original):
     assert now == original, f"site {addr:#x} not original: {original.hex()} -> {now.hex()}"
 
 
-# ----------------------------------------------------- bt_loop behaviour --
-
-def wait_behaviour(v, zero):
-    """Every backtrace() call that starts from now on returns 0 (zero=True)
-    or real frames (zero=False): each thread first shows a long streak,
-    then a later report must add no call with the other outcome."""
-    streak = (lambda t: t.zstreak >= STREAK) if zero else (lambda t: t.nzstreak >= STREAK)
-    what = "0 frames" if zero else "real frames"
-    first = wait_report(v.report, lambda r: all(streak(t) for t in r.threads),
-                        f"every thread's backtrace() to return {what}", alive=v.assert_alive)
-    base = wait_report(v.report, lambda r: r.seq > first.seq, "a later report",
-                       alive=v.assert_alive)
-    later = wait_report(v.report,
-                        lambda r: all(t.calls >= b.calls + STREAK
-                                      for t, b in zip(r.threads, base.threads)),
-                        "every thread to keep calling backtrace()", alive=v.assert_alive)
-    for t, b in zip(later.threads, base.threads):
-        if zero:
-            assert t.nonzero == b.nonzero and t.last == 0, \
-                f"thread {t.idx} got frames while guarded: {b} -> {t}"
-        else:
-            assert t.zero == b.zero and t.last > 0, \
-                f"thread {t.idx} got 0 frames while unguarded: {b} -> {t}"

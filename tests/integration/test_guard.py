@@ -15,14 +15,13 @@ import pytest
 from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED,
                       PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire,
                       expected_site, libc_text_mappings, read_mem,
-                      thread_problems, wait_report, wait_threads_running,
+                      thread_problems, wait_behaviour, wait_report, wait_threads_running,
                       write_mem)
 
 # Long enough that a loaded machine retrying "busy" still gets through.
 DEADLINE_MS = 20000
 STUB = b"\x31\xc0\xc3"          # xor eax,eax; ret
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
-STREAK = 200                    # consecutive calls that prove a steady state
 CYCLES = int(os.environ.get("BTGUARD_CYCLES", "1000"))
 
 
@@ -67,38 +66,16 @@ def assert_unguard_reply(res, wrote):
 
 
 def wait_all_zero(v):
-    """Every backtrace() call that starts from now on returns 0.
-
-    A call already inside backtrace() when the stub went in may still
-    return frames, so wait for every thread to show a long run of zeros,
-    then take the *next* report as the baseline (every counter it shows is
-    final) and require that later calls added no non-zero result at all.
-    """
-    first = wait_report(v.report, lambda r: all(t.zstreak >= STREAK for t in r.threads),
-                        "every thread's backtrace() to return 0", alive=v.assert_alive)
-    base = wait_report(v.report, lambda r: r.seq > first.seq, "a later report",
-                       alive=v.assert_alive)
-    later = wait_report(v.report,
-                        lambda r: all(t.calls >= b.calls + STREAK
-                                      for t, b in zip(r.threads, base.threads)),
-                        "every thread to keep calling backtrace()", alive=v.assert_alive)
-    for t, b in zip(later.threads, base.threads):
-        assert t.nonzero == b.nonzero, f"thread {t.idx} got frames while guarded: {b} -> {t}"
-        assert t.last == 0, t
+    """Every backtrace() call that starts from now on returns 0.  (A call
+    already inside backtrace() when the stub went in may still return
+    frames: conftest.wait_behaviour waits for a steady state first.)"""
+    wait_behaviour(v, zero=True)
 
 
 def wait_all_real(v):
     """Every backtrace() call from now on returns real frames again."""
-    first = wait_report(v.report, lambda r: all(t.nzstreak >= STREAK for t in r.threads),
-                        "every thread's backtrace() to return frames", alive=v.assert_alive)
-    base = wait_report(v.report, lambda r: r.seq > first.seq, "a later report",
-                       alive=v.assert_alive)
-    later = wait_report(v.report,
-                        lambda r: all(t.calls >= b.calls + STREAK
-                                      for t, b in zip(r.threads, base.threads)),
-                        "every thread to keep calling backtrace()", alive=v.assert_alive)
-    for t, b in zip(later.threads, base.threads):
-        assert t.zero == b.zero, f"thread {t.idx} got 0 frames while unguarded: {b} -> {t}"
+    later = wait_behaviour(v, zero=False)
+    for t in later.threads:
         # descend() + worker_main + start_thread + clone3 at depth 0.
         assert t.last >= 3, t
     # Depth cycles 0..20 on top of those, so real walks went deep.
