@@ -48,9 +48,15 @@
  *    target's memory (PT_GNU_EH_FRAME), so objects we cannot open by path
  *    (another mount namespace, deleted files, the vDSO) unwind too.
  */
-struct page {
-	uint64_t addr;        /* page address + 1; 0: empty */
-	uint8_t data[PAGE_BYTES];
+/*
+ * A direct-mapped cache of target pages.  The tags live apart from the
+ * data so that emptying the cache touches 2 KiB, not every data page (a
+ * fresh 1 MiB buffer would otherwise fault in on every request).
+ */
+struct page_cache {
+	uint64_t *tag;        /* page address + 1; 0: empty */
+	uint8_t *data;        /* n pages, uninitialised until filled */
+	size_t n;
 };
 
 struct table {
@@ -65,8 +71,8 @@ struct stackcheck {
 	const struct procfs_mapping *maps;
 	size_t nmaps;
 	uint64_t *chunk;
-	struct page *pages;        /* CACHE_PAGES, shared */
-	struct page *stack;        /* STACK_PAGES, of the thread being walked */
+	struct page_cache pages;   /* CACHE_PAGES, shared */
+	struct page_cache stack;   /* STACK_PAGES, of the thread being walked */
 	uint64_t stack_lo, stack_hi;
 	struct table tables[MAX_TABLES];
 	size_t ntables;
@@ -96,21 +102,41 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 	return false;
 }
 
+static int cache_init(struct page_cache *c, size_t n)
+{
+	c->tag = calloc(n, sizeof(*c->tag));
+	c->data = malloc(n * PAGE_BYTES);
+	c->n = n;
+	return c->tag && c->data ? 0 : -ENOMEM;
+}
+
+static void cache_empty(struct page_cache *c)
+{
+	memset(c->tag, 0, c->n * sizeof(*c->tag));
+}
+
+static void cache_free(struct page_cache *c)
+{
+	free(c->tag);
+	free(c->data);
+}
+
 static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 {
 	bool on_stack = page >= sc->stack_lo && page < sc->stack_hi;
-	struct page *p = on_stack ? &sc->stack[(page / PAGE_BYTES) % STACK_PAGES] :
-				    &sc->pages[(page / PAGE_BYTES) % CACHE_PAGES];
-	struct iovec local = { .iov_base = p->data, .iov_len = PAGE_BYTES };
+	struct page_cache *c = on_stack ? &sc->stack : &sc->pages;
+	size_t slot = (size_t)(page / PAGE_BYTES) % c->n;
+	uint8_t *data = c->data + slot * PAGE_BYTES;
+	struct iovec local = { .iov_base = data, .iov_len = PAGE_BYTES };
 	struct iovec remote = { .iov_base = (void *)page, .iov_len = PAGE_BYTES };
 
-	if (p->addr == page + 1)
-		return p->data;
-	p->addr = 0;
+	if (c->tag[slot] == page + 1)
+		return data;
+	c->tag[slot] = 0;
 	if (process_vm_readv(sc->pid, &local, 1, &remote, 1, 0) != PAGE_BYTES)
 		return NULL;
-	p->addr = page + 1;
-	return p->data;
+	c->tag[slot] = page + 1;
+	return data;
 }
 
 /* Reads target memory through the page cache. */
@@ -310,10 +336,9 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	if (!sc)
 		return -ENOMEM;
 	sc->chunk = malloc(SCAN_CHUNK_WORDS * sizeof(uint64_t));
-	sc->pages = calloc(CACHE_PAGES, sizeof(*sc->pages));
-	sc->stack = calloc(STACK_PAGES, sizeof(*sc->stack));
 	sc->as = unw_create_addr_space(&accessors, 0);
-	if (!sc->chunk || !sc->pages || !sc->stack || !sc->as) {
+	if (!sc->chunk || !sc->as || cache_init(&sc->pages, CACHE_PAGES) < 0 ||
+	    cache_init(&sc->stack, STACK_PAGES) < 0) {
 		stackcheck_free(sc);
 		return -ENOMEM;
 	}
@@ -327,8 +352,7 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 
 void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, size_t nmaps)
 {
-	for (size_t i = 0; i < CACHE_PAGES; i++)
-		sc->pages[i].addr = 0;
+	cache_empty(&sc->pages);
 	sc->ntables = 0;
 	sc->walked = sc->scanned = 0;
 	sc->maps = maps;
@@ -343,8 +367,8 @@ void stackcheck_free(struct stackcheck *sc)
 		return;
 	if (sc->as)
 		unw_destroy_addr_space(sc->as);
-	free(sc->pages);
-	free(sc->stack);
+	cache_free(&sc->pages);
+	cache_free(&sc->stack);
 	free(sc->chunk);
 	free(sc);
 }
@@ -360,8 +384,7 @@ static int walk(struct stackcheck *sc, const arch_regs_t *regs,
 	sc->regs = regs;
 	sc->stack_lo = m ? m->start : 0;
 	sc->stack_hi = m ? m->end : 0;
-	for (size_t i = 0; i < STACK_PAGES; i++)
-		sc->stack[i].addr = 0;
+	cache_empty(&sc->stack);
 	r = unw_init_remote(&cursor, sc->as, sc);
 	if (r < 0)
 		return -EFAULT;
