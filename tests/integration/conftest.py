@@ -441,6 +441,22 @@ def test_user():
 CtlResult = collections.namedtuple("CtlResult", "rc results stdout stderr")
 
 
+def wait_listening(proc, socket_path, log, timeout=START_TIMEOUT):
+    """Waits (bounded) until the daemon proc accepts connections on socket_path;
+    fails the test with its log if it exits or never listens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"btguardd exited with {proc.returncode}:\n{log()}")
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(socket_path)
+            return
+        except (FileNotFoundError, ConnectionRefusedError):
+            time.sleep(0.005)
+    pytest.fail(f"btguardd did not accept connections in {timeout}s:\n{log()}")
+
+
 class Daemon:
     """btguardd on a private socket.  `prefix` wraps the command (it must
     exec, so .pid stays the daemon's), e.g. setpriv to drop capabilities."""
@@ -468,19 +484,9 @@ class Daemon:
             return ""
 
     def wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"btguardd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.connect(self.socket)
-                # The authorization tests need other users to connect.
-                os.chmod(self.socket, 0o666)
-                return
-            except (FileNotFoundError, ConnectionRefusedError):
-                time.sleep(0.05)
-        pytest.fail(f"btguardd did not accept connections in {START_TIMEOUT}s:\n{self.log()}")
+        wait_listening(self.proc, self.socket, self.log)
+        # The authorization tests need other users to connect.
+        os.chmod(self.socket, 0o666)
 
     def alive(self):
         assert self.proc.poll() is None, \

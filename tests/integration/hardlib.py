@@ -15,16 +15,13 @@ bounded.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from conftest import (BTGUARDD, START_TIMEOUT, STOP_TIMEOUT, expected_site,
-                      read_mem)
+                      read_mem, wait_listening)
 
 STUB = b"\x31\xc0\xc3"           # xor eax,eax; ret
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
@@ -110,17 +107,8 @@ class KillableDaemon:
             return ""
 
     def wait_ready(self, timeout=START_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"btguardd exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.connect(self.socket)
-                return self
-            except (FileNotFoundError, ConnectionRefusedError):
-                time.sleep(0.005)
-        pytest.fail(f"btguardd did not listen within {timeout}s:\n{self.log()}")
+        wait_listening(self.proc, self.socket, self.log, timeout)
+        return self
 
     def kill(self):
         """SIGKILL and reap; returns once the kernel has torn it down (its
