@@ -218,9 +218,13 @@ static int write_sites(struct attempt *a, pid_t tid)
 		}
 		return 0;
 	}
-	/* Undo in reverse: the process must end up fully as it was. */
-	while (i-- > 0) {
-		struct site *s = &a->sites->v[i];
+	/*
+	 * Undo in reverse, the failing site included (its poke may have landed
+	 * before the read-back failed or differed): the process must end up
+	 * fully as it was.  Writing a site's original word again is harmless.
+	 */
+	for (size_t j = i + 1; j-- > 0;) {
+		struct site *s = &a->sites->v[j];
 		bool wrote = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
 
 		if (wrote)
