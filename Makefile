@@ -75,9 +75,13 @@ VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread 
 VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
 VICTIM_CFLAGS_bt_static := -static
+VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
 $(BUILD)/victims/%: tests/victims/%.c
 	@mkdir -p $(dir $@)
 	gcc $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
+
+# sigframe_fp is sigframe.c built with frame pointers.
+$(BUILD)/victims/sigframe_fp: tests/victims/sigframe.c
 
 victims: $(VICTIM_BIN)
 

@@ -18,7 +18,8 @@
  *     d. re-read the sites while stopped: they must still be what step 2
  *        saw, or somebody else is writing there;
  *     e. activeness check (stackcheck.c): no thread executes or will return
- *        into the bytes to change; if one does, resume all, back off, retry;
+ *        into the bytes to change, and no saved PC on any of its stacks
+ *        points into them; if one does, resume all, back off, retry;
  *     f. write each site with one ptrace word, read it back, and if any read
  *        back differs restore every word already written;
  *     g. resume every thread as it was.
@@ -143,6 +144,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	struct stackcheck *sc = a->sc;
 	struct timespec t0, t1;
 	size_t walked, scanned;
+	uint64_t scan_bytes;
 	int r = 0;
 
 	for (size_t i = 0; i < a->sites->n && nspans < PROTO_MAX_SITES; i++) {
@@ -166,7 +168,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 		if (r == -BTG_ERR_BUSY)
 			snprintf(a->why, a->why_len,
 				 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
-				 hit.tid, hit.by_scan ? "holds the stack word" :
+				 hit.tid, hit.by_scan ? "has on its stack (a return address or a signal frame's PC)" :
 				 hit.frame == 0 ? "is executing at" : "will return to", hit.pc);
 		else if (r < 0)
 			snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
@@ -174,9 +176,9 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	a->check_us = timespec_diff_us(&t0, &t1);
-	stackcheck_stats(sc, &walked, &scanned);
-	log_msg(LOG_DEBUG, "process %d: %zu threads cleared by stack walk, %zu by stack scan, check took %" PRIu64 " us",
-		a->pid, walked, scanned, a->check_us);
+	stackcheck_stats(sc, &walked, &scanned, &scan_bytes);
+	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, check took %" PRIu64 " us",
+		a->pid, scanned, scan_bytes, walked, a->check_us);
 	/* A stack we could not read is treated like a busy one: retry. */
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }
@@ -330,6 +332,7 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 static int run_writes(struct attempt *a, struct proto_result *res)
 {
 	unsigned backoff = BACKOFF_FIRST_US;
+	char busy_why[PROTO_MAX_MESSAGE + 1] = "";
 	size_t todo;
 	int r;
 
@@ -368,6 +371,14 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 			a->why[0] = '\0';
 			return 0;
 		}
+		/*
+		 * An attempt the deadline cut short while stopping says less than
+		 * the check that refused the one before it: answer with that.
+		 */
+		if (r == -BTG_ERR_BUSY)
+			snprintf(busy_why, sizeof(busy_why), "%s", a->why);
+		else if (r == -BTG_ERR_STOP && busy_why[0] && !timespec_left(a->deadline, &left))
+			snprintf(a->why, a->why_len, "%s", busy_why);
 		if (!is_retryable(r) || !timespec_left(a->deadline, &left))
 			return r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r;
 		back_off(&backoff, a->deadline);

@@ -370,7 +370,7 @@ class VictimFactory:
             os.chmod(dst, 0o755)
         return dst
 
-    def __call__(self, name, *args, env=None, user=None, report=False):
+    def __call__(self, name, *args, env=None, user=None, report=False, stdin=False):
         exe = self.public_copy(name) if user is not None else self.path(name)
         argv = [str(exe), *map(str, args)]
         report_path = None
@@ -383,7 +383,8 @@ class VictimFactory:
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
-        proc = subprocess.Popen(user_prefix(user) + argv, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(user_prefix(user) + argv,
+                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, env=full_env)
         self.victims.append(proc)
         _wait_ready(proc, name)
