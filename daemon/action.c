@@ -134,7 +134,7 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	r = prepare(caller, action, want, &target, &pin, exe, sizeof(exe), res->message,
 		    sizeof(res->message));
 	if (r == 0)
-		r = patch_run(target, &pin, action, deadline_ms, res);
+		r = patch_run(caller, target, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);
 	if (pin.pidfd >= 0)
 		close(pin.pidfd);

@@ -11,20 +11,25 @@
  *     without stopping; any foreign site refuses the whole request (we never
  *     write over bytes we do not understand).
  *  4. Attempt, until the deadline:
- *     a. if a thread is in uninterruptible sleep it could not stop and could
+ *     a. find the processes sharing the address space (vmshare.c): they run
+ *        the same bytes, so they are held and checked like threads; the
+ *        caller must be allowed to act on each;
+ *     b. if a thread is in uninterruptible sleep it could not stop and could
  *        not then be released: back off instead of seizing;
- *     b. stop every thread (ptrace.c);
- *     c. check the pin: the PID still names the process the request named;
- *     d. re-read the sites while stopped: they must still be what step 2
+ *     c. stop every thread of the target and of each sharer (ptrace.c);
+ *        then list /proc again for sharers created meanwhile, stop those
+ *        too, and confirm each still shares the memory;
+ *     d. check the pin: the PID still names the process the request named;
+ *     e. re-read the sites while stopped: they must still be what step 2
  *        saw, or somebody else is writing there;
- *     e. activeness check (stackcheck.c): no thread executes or will return
+ *     f. activeness check (stackcheck.c): no thread executes or will return
  *        into the bytes to change, and no saved PC on any of its stacks
  *        points into them; if one does, resume all, back off, retry;
- *     f. write each site with one ptrace word, read it back, and if any read
+ *     g. write each site with one ptrace word, read it back, and if any read
  *        back differs restore every word already written;
- *     g. resume every thread as it was.
+ *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
- * Every failure after 4b resumes the world before returning.
+ * Every failure after 4c resumes the world before returning.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +41,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "log.h"
 #include "patch.h"
 #include "procfs.h"
@@ -43,6 +49,7 @@
 #include "sites.h"
 #include "stackcheck.h"
 #include "timeutil.h"
+#include "vmshare.h"
 
 #define BACKOFF_FIRST_US 500
 #define BACKOFF_MAX_US   20000
@@ -50,6 +57,8 @@
 struct attempt {
 	pid_t pid;
 	const struct patch_pin *pin;
+	const struct auth_caller *caller;
+	struct vmshare vs;                /* processes sharing the memory, this attempt */
 	bool guard;                       /* writing the stub (else the original) */
 	struct site_list *sites;
 	struct procfs_mapping *maps;      /* as of the last attempt */
@@ -75,13 +84,15 @@ static void fill_sites(struct proto_result *res, const struct site_list *sites)
 	res->state = (uint8_t)sites_proc_state(sites);
 }
 
-/* -BTG_ERR_BUSY naming the first thread found in uninterruptible sleep. */
-static int check_no_uninterruptible(pid_t pid, char *why, size_t why_len)
+/* -BTG_ERR_BUSY naming the first thread of pid found in uninterruptible sleep. */
+static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t why_len)
 {
 	pid_t *tids = NULL;
 	size_t n = 0;
 	int r = procfs_list_tasks(pid, &tids, &n);
 
+	if (r < 0 && sharer && (r == -ENOENT || r == -ESRCH))
+		return 0;  /* a sharer that exited holds nothing up */
 	if (r < 0)
 		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
 	for (size_t i = 0; i < n && r == 0; i++) {
@@ -235,7 +246,107 @@ static int write_sites(struct attempt *a, pid_t tid)
 	return r;
 }
 
-/* One stop-check-write-resume attempt (steps 4b-4g). */
+/*
+ * The caller must be allowed to act on every process it would stop.  A
+ * process it may not act on is not named to it: that would tell it about a
+ * process it cannot see.
+ */
+static int authorize_sharers(struct attempt *a, size_t from)
+{
+	for (size_t i = from; i < a->vs.n; i++) {
+		struct auth_target t;
+		char scratch[PROTO_MAX_MESSAGE + 1];
+		pid_t p = a->vs.sharers[i];
+		int r = auth_read_target(p, &t);
+
+		if (r == -BTG_ERR_NOPROC)
+			continue;  /* exited: nothing to hold */
+		if (r == 0)
+			r = auth_check(a->caller, &t, scratch, sizeof(scratch));
+		if (r < 0) {
+			if (a->caller->uid == 0)
+				snprintf(a->why, a->why_len,
+					 "process %d shares this address space and cannot be held with it: %s",
+					 p, scratch);
+			else
+				snprintf(a->why, a->why_len,
+					 "another process shares this address space, and you may not act on it");
+			return -BTG_ERR_SHARED;
+		}
+	}
+	return 0;
+}
+
+static int scan_sharers(struct attempt *a)
+{
+	int r;
+
+	vmshare_free(&a->vs);
+	r = vmshare_scan(&a->vs, a->pid);
+	if (r < 0) {
+		snprintf(a->why, a->why_len,
+			 "cannot tell whether process %d shares this address space (kcmp: %s)",
+			 a->vs.failed_pid, strerror(-r));
+		return -BTG_ERR_SHARED;
+	}
+	return authorize_sharers(a, 0);
+}
+
+/* Steps 4b-4c before the stop: no task of any group in uninterruptible sleep. */
+static int check_world_interruptible(struct attempt *a)
+{
+	int r = check_no_uninterruptible(a->pid, false, a->why, a->why_len);
+
+	for (size_t i = 0; r == 0 && i < a->vs.n; i++)
+		r = check_no_uninterruptible(a->vs.sharers[i], true, a->why, a->why_len);
+	return r;
+}
+
+/*
+ * Step 4c once stopped: processes sharing the memory made since the scan
+ * were made by tasks now stopped, or by sharers now stopped: list again
+ * until none is new.  Then confirm every sharer held still shares it (its
+ * PID was not recycled between the scan and the seize).  On failure the
+ * world is resumed.
+ */
+static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
+{
+	size_t added;
+	int r;
+
+	for (;;) {
+		r = vmshare_rescan(&a->vs, &added);
+		if (r < 0) {
+			snprintf(a->why, a->why_len, "cannot list the processes sharing process %d's memory: %s",
+				 a->pid, strerror(-r));
+			ptrace_resume_all(w);
+			return -BTG_ERR_SHARED;
+		}
+		if (added == 0)
+			break;
+		r = authorize_sharers(a, a->vs.n - added);
+		if (r < 0) {
+			ptrace_resume_all(w);
+			return r;
+		}
+		r = ptrace_stop_more(w, a->vs.sharers + a->vs.n - added, added, a->deadline, a->why,
+				     a->why_len);
+		if (r < 0)
+			return r;
+	}
+	for (size_t g = 1; g < w->ngroups; g++) {
+		/* -ESRCH: it exited, which is fine; 1: its PID names another process now. */
+		if (vmshare_same(a->pid, w->groups[g]) == 1) {
+			snprintf(a->why, a->why_len, "process %d stopped sharing this address space during the operation",
+				 w->groups[g]);
+			ptrace_resume_all(w);
+			return -BTG_ERR_BUSY;
+		}
+	}
+	return 0;
+}
+
+/* One stop-check-write-resume attempt (steps 4c-4h). */
 static int attempt_once(struct attempt *a)
 {
 	struct ptrace_world w;
@@ -245,9 +356,14 @@ static int attempt_once(struct attempt *a)
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
-	r = ptrace_stop_all(&w, a->pid, a->deadline, a->why, a->why_len);
+	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, a->deadline, a->why, a->why_len);
 	if (r < 0)
 		return r;
+	r = stop_late_sharers(a, &w);
+	if (r < 0) {
+		a->pause_us = ptrace_world_pause_us(&w);
+		return r;
+	}
 	r = check_pin(a->pid, a->pin, a->why, a->why_len);
 	if (r < 0)
 		goto out_resume;
@@ -358,7 +474,9 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		 */
 		r = check_pin(a->pid, a->pin, a->why, a->why_len);
 		if (r == 0)
-			r = check_no_uninterruptible(a->pid, a->why, a->why_len);
+			r = scan_sharers(a);
+		if (r == 0)
+			r = check_world_interruptible(a);
 		if (r == 0) {
 			r = attempt_once(a);
 			if (a->pause_us > res->pause_us || r == 0) {
@@ -401,8 +519,8 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	}
 }
 
-int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
-	      uint32_t deadline_ms, struct proto_result *res)
+int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+	      unsigned action, uint32_t deadline_ms, struct proto_result *res)
 {
 	struct procfs_mapping *maps = NULL;
 	struct site_list sites = { 0 };
@@ -438,7 +556,7 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 	}
 
 	struct attempt a = {
-		.pid = pid, .pin = pin, .guard = action == PROTO_ACTION_GUARD,
+		.pid = pid, .pin = pin, .caller = caller, .guard = action == PROTO_ACTION_GUARD,
 		.sites = &sites, .maps = maps, .nmaps = nmaps, .deadline = &deadline,
 		.why = res->message, .why_len = sizeof(res->message),
 	};
@@ -446,6 +564,7 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 	if (r == 0)
 		r = run_writes(&a, res);
 	stackcheck_free(a.sc);
+	vmshare_free(&a.vs);
 	maps = a.maps;  /* refreshed by retries */
 	/*
 	 * Report what the target holds now, whatever happened - if it is still

@@ -77,6 +77,9 @@ int procfs_read_stat(pid_t pid, struct procfs_stat *ret);
  */
 int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n);
 
+/* Lists every process (thread group) in /proc, sorted ascending. */
+int procfs_list_processes(pid_t **ret, size_t *ret_n);
+
 /*
  * Lists the children of every thread of PID (from
  * /proc/PID/task/TID/children), malloc'ed, sorted, without duplicates.

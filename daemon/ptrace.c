@@ -174,7 +174,12 @@ static void task_record(struct ptrace_world *w, struct ptrace_task *t, int statu
 		if (is_job_stop_signal(WSTOPSIG(status)))
 			t->job_stopped = true;
 	} else if (event == PTRACE_EVENT_EXEC) {
-		w->exec_seen = true;
+		/* A sharer's exec (a vfork child's, typically) only takes it out
+		 * of the address space; the target's own exec ends the attempt. */
+		if (t->tgid == w->pid)
+			w->exec_seen = true;
+		else
+			w->exec_sharer = t->tgid;
 	} else if (event == 0) {
 		/* Signal-delivery-stop: the signal is ours to re-inject on detach. */
 		t->resume_sig = WSTOPSIG(status);
@@ -303,7 +308,7 @@ static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 	return -EPERM;
 }
 
-static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_len)
+static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, size_t why_len)
 {
 	struct ptrace_task *t;
 
@@ -311,7 +316,7 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
 		if (errno == ESRCH)
 			return 0;
 		if (errno == EPERM)
-			return seize_refused(w->pid, tid, why, why_len);
+			return seize_refused(tgid, tid, why, why_len);
 		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(errno));
 		return -errno;
 	}
@@ -325,10 +330,37 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
 		return -ENOMEM;
 	}
 	t->seized = true;
+	t->tgid = tgid;
 	w->pending++;
 	/* ESRCH here means it is exiting; its exit status still comes to us. */
 	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 	return 0;
+}
+
+/* Seizes the threads of one process not yet known. */
+static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why_len)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+	int r = procfs_list_tasks(tgid, &tids, &n);
+
+	if (r < 0) {
+		if (tgid != w->pid && (r == -ENOENT || r == -ESRCH))
+			return 0;   /* a sharer that exited: nothing left to hold */
+		snprintf(why, why_len, "process %d disappeared", tgid);
+		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (task_find(w, tids[i]))
+			continue;
+		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
+			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
+		r = seize_one(w, tgid, tids[i], why, why_len);
+		if (r < 0)
+			break;
+	}
+	free(tids);
+	return r;
 }
 
 /*
@@ -339,24 +371,11 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
  */
 static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why, size_t why_len)
 {
-	pid_t *tids = NULL;
-	size_t n = 0, before = w->n;
-	int r = procfs_list_tasks(w->pid, &tids, &n);
+	size_t before = w->n;
+	int r = 0;
 
-	if (r < 0) {
-		snprintf(why, why_len, "process %d disappeared", w->pid);
-		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (task_find(w, tids[i]))
-			continue;
-		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
-			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
-		r = seize_one(w, tids[i], why, why_len);
-		if (r < 0)
-			break;
-	}
-	free(tids);
+	for (size_t g = 0; g < w->ngroups && r == 0; g++)
+		r = seize_group(w, w->groups[g], why, why_len);
 	sort_tasks(w);
 	*ret_new = w->n - before;
 	return r;
@@ -385,6 +404,10 @@ static int read_all_regs(struct ptrace_world *w)
 
 		if (!t->stopped || t->gone)
 			continue;
+		if (t->have_regs) {
+			alive++;
+			continue;
+		}
 		if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0) {
 			if (errno != ESRCH)
 				return -errno;
@@ -394,6 +417,7 @@ static int read_all_regs(struct ptrace_world *w)
 			t->gone = true;
 			continue;
 		}
+		t->have_regs = true;
 		alive++;
 	}
 	return alive ? 0 : -BTG_ERR_GONE;
@@ -418,26 +442,34 @@ static void park_stragglers(struct ptrace_world *w)
 	}
 }
 
-int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *deadline,
-		    char *why, size_t why_len)
+static int add_groups(struct ptrace_world *w, const pid_t *pids, size_t n, char *why, size_t why_len)
 {
-	sigset_t chld;
+	for (size_t i = 0; i < n; i++) {
+		bool known = false;
+
+		for (size_t g = 0; g < w->ngroups; g++)
+			known = known || w->groups[g] == pids[i];
+		if (known)
+			continue;
+		if (w->ngroups == PTRACE_MAX_GROUPS) {
+			snprintf(why, why_len, "more than %d processes share the memory of process %d",
+				 PTRACE_MAX_GROUPS - 1, w->pid);
+			return -BTG_ERR_SHARED;
+		}
+		w->groups[w->ngroups++] = pids[i];
+	}
+	return 0;
+}
+
+/*
+ * Stops every thread of every group, then reads the registers of those
+ * newly stopped.  On failure resumes the whole world.
+ */
+static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, char *why,
+		       size_t why_len)
+{
 	size_t added;
 	int r;
-
-	memset(w, 0, sizeof(*w));
-	w->pid = pid;
-	w->sigchld_fd = -1;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
-		return -EINVAL;
-	w->mask_saved = true;
-	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (w->sigchld_fd < 0) {
-		r = -errno;
-		goto out_resume;
-	}
 
 	/*
 	 * A thread running clone() when we interrupt it finishes the call
@@ -450,8 +482,15 @@ int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *de
 			goto out_resume;
 		wait_for_stops(w, deadline);
 		if (w->exec_seen) {
-			snprintf(why, why_len, "process %d called execve() while being stopped", pid);
+			snprintf(why, why_len, "process %d called execve() while being stopped", w->pid);
 			r = -BTG_ERR_EXEC;
+			goto out_resume;
+		}
+		if (w->exec_sharer) {
+			/* It left the address space: the next attempt will not see it. */
+			snprintf(why, why_len, "process %d, which shared the memory, called execve() while being stopped",
+				 w->exec_sharer);
+			r = -BTG_ERR_BUSY;
 			goto out_resume;
 		}
 		if (count_pending(w) > 0) {
@@ -471,7 +510,7 @@ int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *de
 	r = read_all_regs(w);
 	if (r < 0) {
 		if (r == -BTG_ERR_GONE)
-			snprintf(why, why_len, "process %d exited while being stopped", pid);
+			snprintf(why, why_len, "process %d exited while being stopped", w->pid);
 		else
 			snprintf(why, why_len, "PTRACE_GETREGS: %s", strerror(-r));
 		goto out_resume;
@@ -482,6 +521,48 @@ out_resume:
 	park_stragglers(w);
 	ptrace_resume_all(w);
 	return r;
+}
+
+int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, size_t nsharers,
+		    const struct timespec *deadline, char *why, size_t why_len)
+{
+	sigset_t chld;
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->groups[w->ngroups++] = pid;
+	w->sigchld_fd = -1;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
+		return -EINVAL;
+	w->mask_saved = true;
+	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (w->sigchld_fd < 0) {
+		r = -errno;
+		goto out_resume;
+	}
+	r = add_groups(w, sharers, nsharers, why, why_len);
+	if (r < 0)
+		goto out_resume;
+	return stop_groups(w, deadline, why, why_len);
+
+out_resume:
+	ptrace_resume_all(w);
+	return r;
+}
+
+int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nsharers,
+		     const struct timespec *deadline, char *why, size_t why_len)
+{
+	int r = add_groups(w, sharers, nsharers, why, why_len);
+
+	if (r < 0) {
+		ptrace_resume_all(w);
+		return r;
+	}
+	return stop_groups(w, deadline, why, why_len);
 }
 
 int ptrace_resume_all(struct ptrace_world *w)

@@ -31,7 +31,7 @@ NTHREADS = 4
 ERROR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process", "zombie",
                "kernel-thread", "self", "gone", "exec", "pid-reused", "verify",
                "stop-timeout", "elf", "unsupported", "protocol", "limit", "shutdown",
-               "internal"]
+               "internal", "shared-memory"]
 
 
 def error_name(code):
