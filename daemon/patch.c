@@ -56,6 +56,7 @@
 
 struct attempt {
 	pid_t pid;
+	pid_t via;                        /* a live task of pid: reads go through it */
 	const struct patch_pin *pin;
 	const struct auth_caller *caller;
 	struct vmshare vs;                /* processes sharing the memory, this attempt */
@@ -282,7 +283,7 @@ static int scan_sharers(struct attempt *a)
 	int r;
 
 	vmshare_free(&a->vs);
-	r = vmshare_scan(&a->vs, a->pid);
+	r = vmshare_scan(&a->vs, a->via);
 	if (r < 0) {
 		snprintf(a->why, a->why_len,
 			 "cannot tell whether process %d shares this address space (kcmp: %s)",
@@ -336,7 +337,7 @@ static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
 	}
 	for (size_t g = 1; g < w->ngroups; g++) {
 		/* -ESRCH: it exited, which is fine; 1: its PID names another process now. */
-		if (vmshare_same(a->pid, w->groups[g]) == 1) {
+		if (vmshare_same(a->via, w->groups[g]) == 1) {
 			snprintf(a->why, a->why_len, "process %d stopped sharing this address space during the operation",
 				 w->groups[g]);
 			ptrace_resume_all(w);
@@ -367,7 +368,7 @@ static int attempt_once(struct attempt *a)
 	r = check_pin(a->pid, a->pin, a->why, a->why_len);
 	if (r < 0)
 		goto out_resume;
-	r = sites_read(a->pid, a->sites);
+	r = sites_read(a->via, a->sites);
 	if (r < 0) {
 		snprintf(a->why, a->why_len, "cannot read the sites of process %d while stopped", a->pid);
 		goto out_resume;
@@ -413,7 +414,7 @@ static int refresh_maps(struct attempt *a)
 {
 	struct procfs_mapping *maps;
 	size_t n;
-	int r = procfs_read_maps(a->pid, &maps, &n);
+	int r = procfs_read_maps(a->via, &maps, &n);
 
 	if (r < 0)
 		return r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
@@ -505,7 +506,7 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		if (r == 0)
 			r = refresh_maps(a);
 		if (r == 0) {
-			r = sites_read(a->pid, a->sites);
+			r = sites_read(a->via, a->sites);
 			if (r < 0)
 				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
 					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
@@ -526,18 +527,26 @@ int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pi
 	struct site_list sites = { 0 };
 	struct timespec deadline;
 	size_t nmaps = 0;
+	pid_t via;
 	int r;
 
 	timespec_after_ms(&deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
 	res->state = PROTO_PROC_UNKNOWN;
-	r = procfs_read_maps(pid, &maps, &nmaps);
+	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
+	r = procfs_live_task(pid, &via);
+	if (r < 0) {
+		snprintf(res->message, sizeof(res->message), "process %d has exited", pid);
+		r = -BTG_ERR_GONE;
+		goto out;
+	}
+	r = procfs_read_maps(via, &maps, &nmaps);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot read /proc/%d/maps: %s", pid,
 			 strerror(-r));
 		r = r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
 		goto out;
 	}
-	r = sites_find(pid, maps, nmaps, &sites, res->message, sizeof(res->message));
+	r = sites_find(via, maps, nmaps, &sites, res->message, sizeof(res->message));
 	if (r < 0)
 		goto out;
 	fill_sites(res, &sites);
@@ -556,11 +565,11 @@ int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pi
 	}
 
 	struct attempt a = {
-		.pid = pid, .pin = pin, .caller = caller, .guard = action == PROTO_ACTION_GUARD,
+		.pid = pid, .via = via, .pin = pin, .caller = caller, .guard = action == PROTO_ACTION_GUARD,
 		.sites = &sites, .maps = maps, .nmaps = nmaps, .deadline = &deadline,
 		.why = res->message, .why_len = sizeof(res->message),
 	};
-	r = stackcheck_new(pid, maps, nmaps, &a.sc);
+	r = stackcheck_new(pid, via, maps, nmaps, &a.sc);
 	if (r == 0)
 		r = run_writes(&a, res);
 	stackcheck_free(a.sc);
@@ -573,7 +582,7 @@ int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pi
 	 */
 	char scratch[PROTO_MAX_MESSAGE + 1];
 	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0)
-		sites_read(pid, &sites);
+		sites_read(via, &sites);
 	fill_sites(res, &sites);
 out:
 	res->error = proto_error_from_negative(r);

@@ -648,6 +648,46 @@ int procfs_list_processes(pid_t **ret, size_t *ret_n)
 	return list_pid_dir("/proc", ret, ret_n);
 }
 
+static bool task_is_live(pid_t pid, pid_t tid)
+{
+	char path[64], *buf = NULL;
+	size_t len;
+	struct procfs_stat st;
+	bool live;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	if (procfs_read_file(path, 4096, &buf, &len) < 0)
+		return false;
+	live = procfs_parse_stat_buf(buf, len, &st) == 0 && st.state != 'Z' && st.state != 'X';
+	free(buf);
+	return live;
+}
+
+int procfs_live_task(pid_t pid, pid_t *ret)
+{
+	pid_t *tids;
+	size_t n;
+	int r;
+
+	if (task_is_live(pid, pid)) {
+		*ret = pid;
+		return 0;
+	}
+	r = procfs_list_tasks(pid, &tids, &n);
+	if (r < 0)
+		return r;
+	r = -ESRCH;
+	for (size_t i = 0; i < n; i++) {
+		if (tids[i] != pid && task_is_live(pid, tids[i])) {
+			*ret = tids[i];
+			r = 0;
+			break;
+		}
+	}
+	free(tids);
+	return r;
+}
+
 /* Appends the space-separated PIDs of one children file. */
 static int add_children(struct pid_list *l, const char *buf, size_t len)
 {

@@ -300,6 +300,11 @@ static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 		return 0;
 	if (st.state == 'Z' || st.state == 'X')
 		return 0;
+	if (st.tracer > 0 && st.tracer == getpid()) {
+		/* Ours: parked after an earlier deadline, not stopped yet. */
+		snprintf(why, why_len, "thread %d is still being released from an earlier operation", tid);
+		return -BTG_ERR_BUSY;
+	}
 	if (st.tracer > 0) {
 		snprintf(why, why_len, "thread %d is already traced by process %d", tid, st.tracer);
 		return -BTG_ERR_TRACED;

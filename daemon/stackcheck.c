@@ -77,6 +77,7 @@ struct table {
 
 struct stackcheck {
 	pid_t pid;
+	pid_t via;                 /* a live task of pid, to read its memory through */
 	unw_addr_space_t as;
 	const struct procfs_mapping *maps;
 	size_t nmaps;
@@ -144,7 +145,7 @@ static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 	if (c->tag[slot] == page + 1)
 		return data;
 	c->tag[slot] = 0;
-	if (process_vm_readv(sc->pid, &local, 1, &remote, 1, 0) != PAGE_BYTES)
+	if (process_vm_readv(sc->via, &local, 1, &remote, 1, 0) != PAGE_BYTES)
 		return NULL;
 	c->tag[slot] = page + 1;
 	return data;
@@ -339,7 +340,7 @@ static unw_accessors_t accessors = {
 	.get_proc_name = acc_get_proc_name,
 };
 
-int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size_t nmaps,
 		   struct stackcheck **ret)
 {
 	struct stackcheck *sc = calloc(1, sizeof(*sc));
@@ -355,6 +356,7 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	}
 	unw_set_caching_policy(sc->as, UNW_CACHE_GLOBAL);
 	sc->pid = pid;
+	sc->via = via;
 	sc->maps = maps;
 	sc->nmaps = nmaps;
 	*ret = sc;

@@ -40,10 +40,11 @@ struct stackcheck;
 /*
  * Prepares checks of one process: allocations and the unwinder's address
  * space, made before the process is stopped so the stopped window holds
- * only the walks.  maps are the target's mappings; they must outlive the
+ * only the walks.  via is a live task of pid (procfs_live_task) to read
+ * memory through.  maps are the target's mappings; they must outlive the
  * check until the next stackcheck_reset.
  */
-int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size_t nmaps,
 		   struct stackcheck **ret);
 
 /*
