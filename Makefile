@@ -9,6 +9,8 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SANITIZE ?=
+# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/fault.h).
+FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
 DAEMON_PKGS := libsystemd libunwind-ptrace
@@ -32,6 +34,10 @@ ALL_CFLAGS := $(filter-out -D_FORTIFY_SOURCE=2,$(ALL_CFLAGS)) -U_FORTIFY_SOURCE 
 ALL_LDFLAGS += -fsanitize=address,undefined
 endif
 
+ifeq ($(FAULTS),1)
+ALL_CFLAGS += -DBTGUARD_FAULTS
+endif
+
 DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
 DAEMON_LIBS   := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
@@ -49,7 +55,7 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 
-.PHONY: all clean install uninstall check check-deps unit integration asan victims demo bench fuzz
+.PHONY: all clean install uninstall check check-deps unit integration asan faults victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 $(BUILD)/obj/%.o: %.c
@@ -91,16 +97,22 @@ unit: $(UNIT_BIN)
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
 
+# The daemon with fault injection, for tests/integration/test_ptrace_faults.py only.
+faults:
+	$(MAKE) BUILD=$(BUILD)/faults FAULTS=1 $(BUILD)/faults/btguardd
+
 # Everything `make check` runs; see tests/README.md.
 check: check-deps
-	$(MAKE) all victims unit
+	$(MAKE) all victims unit faults
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
 	$(MAKE) check-system
 

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "fault.h"
 #include "log.h"
 #include "patch.h"
 #include "procfs.h"
@@ -236,13 +237,32 @@ static int write_sites(struct attempt *a, pid_t tid)
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
 	 * fully as it was.  Writing a site's original word again is harmless.
+	 * An undo that fails is a broken promise: keep undoing the others, and
+	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &a->sites->v[j];
 		bool wrote = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+		uint64_t back = site_word(s, !a->guard), got = ~back;
+		int u;
 
-		if (wrote)
-			ptrace_poke_word(tid, site_word_addr(s), site_word(s, !a->guard));
+		if (!wrote)
+			continue;
+		u = ptrace_poke_word(tid, site_word_addr(s), back);
+		if (u == 0)
+			u = ptrace_peek_word(tid, site_word_addr(s), &got);
+		if (u == 0 && got != back)
+			u = -BTG_ERR_VERIFY;
+		if (u < 0 && r != -BTG_ERR_INTERNAL) {
+			size_t len = strlen(a->why);
+
+			snprintf(a->why + len, a->why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
+				 s->object, site_word_addr(s), u <= -BTG_ERR_BASE ?
+				 proto_error_text((uint32_t)-u) : strerror(-u));
+			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
+				a->pid, s->object, site_word_addr(s));
+			r = -BTG_ERR_INTERNAL;
+		}
 	}
 	return r;
 }
@@ -365,6 +385,7 @@ static int attempt_once(struct attempt *a)
 		a->pause_us = ptrace_world_pause_us(&w);
 		return r;
 	}
+	fault_hold_world();
 	r = check_pin(a->pid, a->pin, a->why, a->why_len);
 	if (r < 0)
 		goto out_resume;
@@ -388,6 +409,14 @@ static int attempt_once(struct attempt *a)
 out_resume:
 	r2 = ptrace_resume_all(&w);
 	a->pause_us = ptrace_world_pause_us(&w);
+	if (w.all_stopped.tv_sec)
+		log_msg(LOG_DEBUG, "process %d: every task stopped from %lld.%09ld to %lld.%09ld (CLOCK_MONOTONIC)",
+			a->pid, (long long)w.all_stopped.tv_sec, w.all_stopped.tv_nsec,
+			(long long)w.first_resume.tv_sec, w.first_resume.tv_nsec);
+	if (w.detach_failed_tid)
+		log_msg(LOG_NOTICE, "process %d: detaching thread %d failed (%s); retried%s", a->pid,
+			w.detach_failed_tid, strerror(-w.detach_failed_err),
+			r2 < 0 ? ", and left to the orphan reaper" : ", and it went");
 	if (r == 0 && r2 < 0) {
 		snprintf(a->why, a->why_len, "detaching: %s", strerror(-r2));
 		r = r2;

@@ -31,20 +31,71 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "fault.h"
 #include "procfs.h"
+#define BTGUARD_PTRACE_IMPL
 #include "ptrace.h"
 #include "timeutil.h"
+
+/*
+ * The one call of ptrace(2) in btguard: 0 or -errno, and for PEEKTEXT the
+ * word in *ret_word.  (PEEKTEXT returns the word itself, so -1 is only an
+ * error when errno says so.)  The test build's fault injection hooks in
+ * here and nowhere else.
+ */
+static int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, uint64_t data,
+		       uint64_t *ret_word)
+{
+	long v;
+	int r = fault_before_ptrace((int)request);
+
+	if (r < 0)
+		return r;
+	errno = 0;
+	v = ptrace(request, tid, (void *)addr, (void *)data);
+	if (v == -1 && errno)
+		return -errno;
+	if (ret_word) {
+		*ret_word = (uint64_t)v;
+		fault_after_peek(ret_word);
+	}
+	return 0;
+}
+/* Everything below goes through ptrace_call(); ptrace.h poisons it for everybody else. */
+#pragma GCC poison ptrace
 
 /* Extra time a seized task gets to stop after the deadline before we park it. */
 #define ORPHAN_GRACE_MS 500
 #define MAX_ORPHANS 4096
 
+/* How often resume_all tries a detach that fails before it parks the task. */
+#define DETACH_TRIES 3
+
 struct orphan {
 	pid_t tid;
+	bool stopped;   /* in a ptrace-stop already, its detach failed: retry that */
+	int sig;        /* for a stopped one: the signal its detach re-injects */
 };
 
 static struct orphan orphans[MAX_ORPHANS];
 static size_t n_orphans;
+static size_t orphans_lost;   /* parked nowhere: the table was full (a broken invariant) */
+
+/* Parks a task we cannot let go yet; false (and counted) when the table is full. */
+static bool park(pid_t tid, bool stopped, int sig)
+{
+	if (n_orphans == MAX_ORPHANS) {
+		orphans_lost++;
+		return false;
+	}
+	orphans[n_orphans++] = (struct orphan){ .tid = tid, .stopped = stopped, .sig = sig };
+	return true;
+}
+
+size_t ptrace_orphans_lost(void)
+{
+	return orphans_lost;
+}
 
 uint64_t ptrace_world_pause_us(const struct ptrace_world *w)
 {
@@ -117,7 +168,7 @@ static bool orphan_settle(pid_t tid, int status)
 	if (WIFSTOPPED(status)) {
 		int sig = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
 
-		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+		ptrace_call(PTRACE_DETACH, tid, 0, (uint64_t)sig, NULL);
 		return true;
 	}
 	return false;
@@ -142,9 +193,18 @@ static void orphan_status(pid_t tid, int status)
 size_t ptrace_reap_orphans(void)
 {
 	for (size_t i = 0; i < n_orphans;) {
-		int status;
-		pid_t r = waitpid(orphans[i].tid, &status, __WALL | WNOHANG);
+		int status, d;
+		pid_t r;
 
+		if (orphans[i].stopped) {
+			d = ptrace_call(PTRACE_DETACH, orphans[i].tid, 0, (uint64_t)orphans[i].sig, NULL);
+			if (d == 0 || d == -ESRCH)
+				orphan_remove(i);
+			else
+				i++;
+			continue;
+		}
+		r = waitpid(orphans[i].tid, &status, __WALL | WNOHANG);
 		if ((r < 0 && errno == ECHILD) || (r > 0 && orphan_settle(orphans[i].tid, status)))
 			orphan_remove(i);
 		else
@@ -317,28 +377,29 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 {
 	struct ptrace_task *t;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACEEXEC) < 0) {
-		if (errno == ESRCH)
+	int r = ptrace_call(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC, NULL);
+
+	if (r < 0) {
+		if (r == -ESRCH)
 			return 0;
-		if (errno == EPERM)
+		if (r == -EPERM)
 			return seize_refused(tgid, tid, why, why_len);
-		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(errno));
-		return -errno;
+		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(-r));
+		return r;
 	}
 	t = task_add(w, tid);
 	if (!t) {
 		/* Cannot track it: let it go at once (it is not stopped yet, so
 		 * it may take an interrupt-free detach only after stopping). */
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-		if (n_orphans < MAX_ORPHANS)
-			orphans[n_orphans++].tid = tid;
+		ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
+		park(tid, false, 0);
 		return -ENOMEM;
 	}
 	t->seized = true;
 	t->tgid = tgid;
 	w->pending++;
 	/* ESRCH here means it is exiting; its exit status still comes to us. */
-	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
 	return 0;
 }
 
@@ -396,8 +457,8 @@ static void reap_or_park(pid_t tid)
 {
 	int status;
 
-	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0 && n_orphans < MAX_ORPHANS)
-		orphans[n_orphans++].tid = tid;
+	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0)
+		park(tid, false, 0);
 }
 
 static int read_all_regs(struct ptrace_world *w)
@@ -413,9 +474,11 @@ static int read_all_regs(struct ptrace_world *w)
 			alive++;
 			continue;
 		}
-		if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0) {
-			if (errno != ESRCH)
-				return -errno;
+		int r = ptrace_call(PTRACE_GETREGS, t->tid, 0, (uint64_t)(uintptr_t)&t->regs, NULL);
+
+		if (r < 0) {
+			if (r != -ESRCH)
+				return r;
 			/* Killed while stopped: resume_all skips gone tasks, so
 			 * collect (or park) its exit status here. */
 			reap_or_park(t->tid);
@@ -439,8 +502,7 @@ static void park_stragglers(struct ptrace_world *w)
 		struct ptrace_task *t = &w->tasks[i];
 
 		if (t->seized && !t->stopped && !t->gone) {
-			if (n_orphans < MAX_ORPHANS)
-				orphans[n_orphans++].tid = t->tid;
+			park(t->tid, false, 0);
 			t->seized = false;
 			w->pending--;
 		}
@@ -520,6 +582,7 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 			snprintf(why, why_len, "PTRACE_GETREGS: %s", strerror(-r));
 		goto out_resume;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &w->all_stopped);
 	return 0;
 
 out_resume:
@@ -572,28 +635,44 @@ int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nshare
 
 int ptrace_resume_all(struct ptrace_world *w)
 {
+	size_t lost_before = orphans_lost;
 	int first = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &w->first_resume);
 	for (size_t i = 0; i < w->n; i++) {
 		struct ptrace_task *t = &w->tasks[i];
+		int r = -EINVAL;
 
 		if (!t->seized || t->gone)
 			continue;
 		if (!t->stopped) {
 			/* Only reachable through an internal error: never strand it. */
-			if (n_orphans < MAX_ORPHANS)
-				orphans[n_orphans++].tid = t->tid;
+			park(t->tid, false, 0);
 			continue;
 		}
-		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) == 0)
+		for (int tries = 0; tries < DETACH_TRIES; tries++) {
+			r = ptrace_call(PTRACE_DETACH, t->tid, 0, (uint64_t)t->resume_sig, NULL);
+			if (r == 0 || r == -ESRCH)
+				break;
+			/* Retried, and said: a detach that failed is never let pass quietly. */
+			if (!w->detach_failed_tid) {
+				w->detach_failed_tid = t->tid;
+				w->detach_failed_err = r;
+			}
+		}
+		if (r == 0)
 			continue;
-		if (errno == ESRCH) {
+		if (r == -ESRCH) {
 			reap_or_park(t->tid);
 			continue;
 		}
+		/* Still stopped and ours: the orphan reaper keeps trying. */
+		park(t->tid, true, t->resume_sig);
 		if (!first)
-			first = -errno;
+			first = r;
 	}
+	if (orphans_lost != lost_before && !first)
+		first = -BTG_ERR_INTERNAL;
 	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
 	if (w->sigchld_fd >= 0) {
 		drain_signalfd(w->sigchld_fd);
@@ -611,19 +690,10 @@ int ptrace_resume_all(struct ptrace_world *w)
 
 int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret)
 {
-	long v;
-
-	errno = 0;
-	v = ptrace(PTRACE_PEEKTEXT, tid, (void *)addr, 0);
-	if (errno)
-		return -errno;
-	*ret = (uint64_t)v;
-	return 0;
+	return ptrace_call(PTRACE_PEEKTEXT, tid, addr, 0, ret);
 }
 
 int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word)
 {
-	if (ptrace(PTRACE_POKETEXT, tid, (void *)addr, (void *)word) < 0)
-		return -errno;
-	return 0;
+	return ptrace_call(PTRACE_POKETEXT, tid, addr, word, NULL);
 }

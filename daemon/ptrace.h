@@ -20,6 +20,11 @@
 
 #include "arch.h"
 
+/* Outside ptrace.c nobody calls ptrace(2): ptrace_* is the boundary. */
+#ifndef BTGUARD_PTRACE_IMPL
+#pragma GCC poison ptrace
+#endif
+
 struct ptrace_task {
 	pid_t tid;
 	pid_t tgid;          /* its process: the target or a process sharing its memory */
@@ -48,7 +53,11 @@ struct ptrace_world {
 	bool mask_saved;
 	bool exec_seen;          /* a task of the target reported PTRACE_EVENT_EXEC */
 	pid_t exec_sharer;       /* a process sharing the memory that exec'd (it left) */
-	struct timespec first_stop, last_resume;  /* CLOCK_MONOTONIC */
+	/* CLOCK_MONOTONIC: the first stop request, the moment every task was
+	 * stopped (last), the first and the last detach. */
+	struct timespec first_stop, all_stopped, first_resume, last_resume;
+	pid_t detach_failed_tid;  /* the first task whose detach failed (then retried), or 0 */
+	int detach_failed_err;    /* and why */
 };
 
 /* Returns the stopped window (first stop request to last resume) in µs. */
@@ -81,9 +90,16 @@ int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nshare
 /*
  * Detaches every stopped thread, re-injecting pending signals; job-stopped
  * threads go back to their job-control stop (the kernel reinstates it).
- * Keeps going after a failure; returns the first error.  Frees the world.
+ * A detach that fails is retried, and if it keeps failing the task is
+ * parked for the orphan reaper to retry (w->detach_failed_tid names the
+ * first one either way).  Keeps going after a failure; returns the first
+ * error, -BTG_ERR_INTERNAL if a task could not even be parked.  Frees the
+ * task list (the world's other fields stay readable).
  */
 int ptrace_resume_all(struct ptrace_world *w);
+
+/* Tasks that could not be parked since start (the table was full): a broken invariant. */
+size_t ptrace_orphans_lost(void);
 
 /* One word of target memory through a stopped task. */
 int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret);

@@ -34,6 +34,8 @@ BUILD = Path(os.environ.get("BTGUARD_BUILD", REPO / "build"))
 VICTIMS = Path(os.environ.get("BTGUARD_VICTIMS", REPO / "build" / "victims"))
 BTGUARDD = BUILD / "btguardd"
 BTGUARDCTL = BUILD / "btguardctl"
+# The daemon built with fault injection in its ptrace layer (make faults).
+FAULTS_BTGUARDD = Path(os.environ.get("BTGUARD_FAULTS_BUILD", REPO / "build" / "faults")) / "btguardd"
 
 # Generous bounds for a loaded machine; hitting one is a failure, not a flake.
 START_TIMEOUT = 20.0
@@ -479,8 +481,8 @@ class Daemon:
     """btguardd on a private socket.  `prefix` wraps the command (it must
     exec, so .pid stays the daemon's), e.g. setpriv to drop capabilities."""
 
-    def __init__(self, prefix=()):
-        for p in (BTGUARDD, BTGUARDCTL):
+    def __init__(self, prefix=(), binary=BTGUARDD, env=None):
+        for p in (binary, BTGUARDCTL):
             if not p.exists():
                 pytest.fail(f"{p} missing: run `make` (BTGUARD_BUILD={BUILD})")
         self.dir = Path(tempfile.mkdtemp(prefix="btg-daemon-"))
@@ -490,8 +492,9 @@ class Daemon:
         self.log_path = self.dir / "btguardd.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [*prefix, str(BTGUARDD), "--socket", self.socket, "--verbose"],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+            [*prefix, str(binary), "--socket", self.socket, "--verbose"],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})})
         self.pid = self.proc.pid
         self._ctl_copy = None
 
