@@ -21,7 +21,10 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Werror=implicit-function-declaration -Werror
 HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -MMD -MP \
+# CPPFLAGS, CFLAGS and LDFLAGS from the caller (dpkg-buildflags in a package
+# build) come first, our warnings and hardening after: a later -Wformat
+# would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) $(HARDEN) -MMD -MP \
               -iquote proto -iquote daemon -iquote daemon/arch/$(ARCH)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
