@@ -15,6 +15,8 @@ DAEMON_PKGS := libsystemd libunwind-ptrace
 DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
+MANDIR ?= $(PREFIX)/share/man
+SCDOC ?= scdoc
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wundef -Wpointer-arith -Wvla \
@@ -44,6 +46,7 @@ DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 VICTIM_SRC := $(wildcard tests/victims/*.c)
+MAN_SRC    := $(wildcard man/*.scd)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 PROTO_OBJ  := $(call obj,$(PROTO_SRC))
@@ -51,9 +54,22 @@ DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
+MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all clean install uninstall check check-deps unit integration asan victims demo bench fuzz
+.PHONY: all man clean install uninstall check check-deps unit integration asan victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
+
+# Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
+# Not part of `all`, so building the programs needs no scdoc; `install` and
+# `check` build them.
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%: man/%.scd
+	@mkdir -p $(dir $@)
+	@command -v $(SCDOC) >/dev/null || \
+	    { echo "scdoc is needed for the manual pages: tests/install-deps installs it" >&2; exit 1; }
+	$(SCDOC) < $< > $@.tmp
+	mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -92,7 +108,7 @@ asan:
 
 # Everything `make check` runs; see tests/README.md.
 check: check-deps
-	$(MAKE) all victims unit
+	$(MAKE) all man victims unit
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
 	$(MAKE) fuzz-replay
@@ -123,9 +139,13 @@ bench: check-deps
 	    apt-get install -y -q --no-install-recommends gdb || true
 	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
 
-install: all
+install: all man
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
 	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
+	# btguardd.8 goes to man8, btguardctl.1 to man1: the section is the suffix.
+	for page in $(MAN_PAGES); do \
+	    install -D -m 0644 $$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$${page##*/} || exit 1; \
+	done
 	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
@@ -138,6 +158,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
 	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+	for page in $(MAN_SRC:man/%.scd=%); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
 
 clean:
 	rm -rf $(BUILD)
