@@ -16,6 +16,11 @@ DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 MANDIR ?= $(PREFIX)/share/man
+# bash-completion's own directory, moved under PREFIX: it also searches
+# $XDG_DATA_DIRS (/usr/local/share:/usr/share), so /usr/local works too.
+BASHCOMPDIR ?= $(shell $(PKG_CONFIG) --define-variable=datadir=$(PREFIX)/share \
+                 --variable=completionsdir bash-completion 2>/dev/null || \
+                 echo $(PREFIX)/share/bash-completion/completions)
 SCDOC ?= scdoc
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -146,6 +151,7 @@ install: all man
 	for page in $(MAN_PAGES); do \
 	    install -D -m 0644 $$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$${page##*/} || exit 1; \
 	done
+	install -D -m 0644 completion/btguardctl $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
@@ -159,6 +165,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
 	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
 	for page in $(MAN_SRC:man/%.scd=%); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 
 clean:
 	rm -rf $(BUILD)
