@@ -61,7 +61,7 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all man clean install uninstall check check-deps unit integration asan victims demo bench fuzz
+.PHONY: all man clean install uninstall check check-deps check-install unit integration asan victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -122,7 +122,14 @@ check: check-deps
 	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    /usr/bin/python3 -m pytest -q tests/integration
+	$(MAKE) check-install
 	$(MAKE) check-system
+
+# The source install path (tests/install/run): make install into an empty
+# DESTDIR, check every file, make uninstall, check nothing is left.
+check-install: all man
+	MAKE="$(MAKE)" tests/install/run $(BUILD) /usr/local
+	MAKE="$(MAKE)" tests/install/run $(BUILD) /usr
 
 check-deps:
 	tests/install-deps
