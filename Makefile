@@ -61,7 +61,7 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all man clean install uninstall check check-deps check-install unit integration asan victims demo bench fuzz
+.PHONY: all man clean install uninstall check check-deps check-install check-deb unit integration asan victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -124,6 +124,11 @@ check: check-deps
 	    /usr/bin/python3 -m pytest -q tests/integration
 	$(MAKE) check-install
 	$(MAKE) check-system
+
+# The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage
+# in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
+check-deb: check-deps
+	tests/deb/run $(BUILD)
 
 # The source install path (tests/install/run): make install into an empty
 # DESTDIR, check every file, make uninstall, check nothing is left.
