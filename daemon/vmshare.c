@@ -37,6 +37,19 @@ int vmshare_same(pid_t a, pid_t b)
 	return -errno;
 }
 
+/*
+ * kcmp compares mm pointers, and kernel threads, zombies and a target
+ * already tearing down its memory in exit_group() all have none: "the
+ * same" between two of those is no sharing.
+ */
+static bool has_memory(pid_t pid)
+{
+	struct procfs_stat st;
+
+	return procfs_read_stat(pid, &st) == 0 && !(st.flags & PROCFS_PF_KTHREAD) &&
+	       st.state != 'Z' && st.state != 'X';
+}
+
 static bool in_sorted(const pid_t *v, size_t n, pid_t pid)
 {
 	size_t lo = 0, hi = n;
@@ -92,6 +105,8 @@ static int compare_all(struct vmshare *vs, const pid_t *procs, size_t nprocs, co
 			vs->failed_pid = procs[i];
 			return r;
 		}
+		if (r == 0 && !has_memory(procs[i]))
+			continue;
 		if (r == 0 && (r = add(vs, procs[i])) < 0)
 			return r;
 	}
