@@ -67,8 +67,8 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all man clean install uninstall check check-deps check-install check-deb unit integration asan faults \
-        victims demo bench fuzz
+.PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
+        unit integration asan faults victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -139,8 +139,23 @@ check: check-deps
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
+	$(MAKE) check-mutants
 	$(MAKE) check-install
 	$(MAKE) check-system
+
+# Planted bugs in the safety path (tests/mutants/): each must make its tests
+# fail.  A scratch copy under $(BUILD)/mutants; about 5 minutes.
+check-mutants: check-deps
+	tests/mutants/run --build $(abspath $(BUILD))
+
+# The edit-test loop: builds, unit tests, the fuzz corpora, and the
+# integration tests that need neither root nor a target process.  Seconds.
+check-quick:
+	$(MAKE) all victims unit
+	$(MAKE) fuzz-replay
+	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
+	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
 
 # The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage
 # in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
