@@ -109,7 +109,7 @@ VICTIM_CFLAGS_bt_static := -static
 VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
 $(BUILD)/victims/%: tests/victims/%.c
 	@mkdir -p $(dir $@)
-	gcc $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
+	$(CC) $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
 
 # sigframe_fp is sigframe.c built with frame pointers.
 $(BUILD)/victims/sigframe_fp: tests/victims/sigframe.c
@@ -178,14 +178,12 @@ demo: check-deps
 
 # Benchmarks (docs/PERFORMANCE.md): pause, latency, fleet and footprint, side
 # by side with gdb.  About a minute; BENCH_ARGS=--quick for a smoke run.
-# gdb is only the comparison: without it the gdb column stays empty.
+# gdb (from tests/install-deps) is only the comparison.
 bench: check-deps
 	$(MAKE) all
 	@mkdir -p $(BUILD)/bench
-	gcc $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
-	gcc $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
-	@command -v gdb >/dev/null || DEBIAN_FRONTEND=noninteractive \
-	    apt-get install -y -q --no-install-recommends gdb || true
+	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
+	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
 	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
 
 install: all man

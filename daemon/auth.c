@@ -70,7 +70,7 @@ int auth_check(const struct auth_caller *caller, const struct auth_target *targe
 
 static int noproc_or(int r)
 {
-	return r == -ESRCH || r == -ENOENT ? -BTG_ERR_NOPROC : r;
+	return procfs_gone(r) ? -BTG_ERR_NOPROC : r;
 }
 
 int auth_read_target(pid_t pid, struct auth_target *ret)

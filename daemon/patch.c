@@ -86,6 +86,12 @@ static void fill_sites(struct proto_result *res, const struct site_list *sites)
 	res->state = (uint8_t)sites_proc_state(sites);
 }
 
+/* True when the action changes this site: original to guarded, or back. */
+static bool needs_write(const struct attempt *a, const struct site *s)
+{
+	return a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+}
+
 /* -BTG_ERR_BUSY naming the first thread of pid found in uninterruptible sleep. */
 static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t why_len)
 {
@@ -93,25 +99,20 @@ static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t wh
 	size_t n = 0;
 	int r = procfs_list_tasks(pid, &tids, &n);
 
-	if (r < 0 && sharer && (r == -ENOENT || r == -ESRCH))
+	if (r < 0 && sharer && procfs_gone(r))
 		return 0;  /* a sharer that exited holds nothing up */
 	if (r < 0)
-		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
+		return procfs_gone(r) ? -BTG_ERR_GONE : r;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		char path[64], *buf = NULL;
-		size_t len;
 		struct procfs_stat st;
 
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tids[i]);
-		if (procfs_read_file(path, 4096, &buf, &len) < 0)
-			continue;  /* exited meanwhile */
-		if (procfs_parse_stat_buf(buf, len, &st) == 0 && st.state == 'D') {
+		/* (One that exited meanwhile reads as an error, and is no trouble.) */
+		if (procfs_read_task_stat(pid, tids[i], &st) == 0 && st.state == 'D') {
 			snprintf(why, why_len,
 				 "thread %d is in uninterruptible sleep (D state) and could not be stopped safely",
 				 tids[i]);
 			r = -BTG_ERR_BUSY;
 		}
-		free(buf);
 	}
 	free(tids);
 	return r;
@@ -162,9 +163,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 
 	for (size_t i = 0; i < a->sites->n && nspans < PROTO_MAX_SITES; i++) {
 		const struct site *s = &a->sites->v[i];
-		bool writes = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
-
-		if (!writes)
+		if (!needs_write(a, s))
 			continue;
 		spans[nspans].lo = site_word_addr(s);
 		spans[nspans].hi = site_word_addr(s) + s->plan.len;
@@ -204,10 +203,9 @@ static int write_sites(struct attempt *a, pid_t tid)
 
 	for (i = 0; i < a->sites->n; i++) {
 		struct site *s = &a->sites->v[i];
-		bool writes = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
 		uint64_t want = site_word(s, a->guard), got;
 
-		if (!writes)
+		if (!needs_write(a, s))
 			continue;
 		r = ptrace_poke_word(tid, site_word_addr(s), want);
 		if (r == 0)
@@ -218,8 +216,7 @@ static int write_sites(struct attempt *a, pid_t tid)
 			r = -BTG_ERR_VERIFY;
 		if (r < 0) {
 			snprintf(a->why, a->why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
-				 site_word_addr(s), r <= -BTG_ERR_BASE ?
-				 proto_error_text((uint32_t)-r) : strerror(-r));
+				 site_word_addr(s), proto_strerror(r));
 			break;
 		}
 	}
@@ -228,7 +225,7 @@ static int write_sites(struct attempt *a, pid_t tid)
 		for (i = 0; i < a->sites->n; i++) {
 			struct site *s = &a->sites->v[i];
 
-			if (a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED)
+			if (needs_write(a, s))
 				s->state = a->guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
 		}
 		return 0;
@@ -242,7 +239,7 @@ static int write_sites(struct attempt *a, pid_t tid)
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &a->sites->v[j];
-		bool wrote = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+		bool wrote = needs_write(a, s);   /* the states still say what was planned */
 		uint64_t back = site_word(s, !a->guard), got = ~back;
 		int u;
 
@@ -257,8 +254,7 @@ static int write_sites(struct attempt *a, pid_t tid)
 			size_t len = strlen(a->why);
 
 			snprintf(a->why + len, a->why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
-				 s->object, site_word_addr(s), u <= -BTG_ERR_BASE ?
-				 proto_error_text((uint32_t)-u) : strerror(-u));
+				 s->object, site_word_addr(s), proto_strerror(u));
 			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
 				a->pid, s->object, site_word_addr(s));
 			r = -BTG_ERR_INTERNAL;
@@ -446,7 +442,7 @@ static int refresh_maps(struct attempt *a)
 	int r = procfs_read_maps(a->via, &maps, &n);
 
 	if (r < 0)
-		return r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
+		return procfs_gone(r) ? -BTG_ERR_GONE : r;
 	free(a->maps);
 	a->maps = maps;
 	a->nmaps = n;
@@ -467,7 +463,7 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 				 s->object, s->addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		if (a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED)
+		if (needs_write(a, s))
 			todo++;
 	}
 	*ret_todo = todo;
@@ -538,7 +534,7 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 			r = sites_read(a->via, a->sites);
 			if (r < 0)
 				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
-					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+					 proto_strerror(r));
 		}
 		if (r == 0)
 			r = plan_writes(a, &todo);
@@ -572,7 +568,7 @@ int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pi
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot read /proc/%d/maps: %s", pid,
 			 strerror(-r));
-		r = r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
+		r = procfs_gone(r) ? -BTG_ERR_GONE : r;
 		goto out;
 	}
 	r = sites_find(via, maps, nmaps, &sites, res->message, sizeof(res->message));

@@ -648,19 +648,49 @@ int procfs_list_processes(pid_t **ret, size_t *ret_n)
 	return list_pid_dir("/proc", ret, ret_n);
 }
 
-static bool task_is_live(pid_t pid, pid_t tid)
+int procfs_read_task_stat(pid_t pid, pid_t tid, struct procfs_stat *ret)
 {
 	char path[64], *buf = NULL;
 	size_t len;
-	struct procfs_stat st;
-	bool live;
+	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	if (procfs_read_file(path, 4096, &buf, &len) < 0)
-		return false;
-	live = procfs_parse_stat_buf(buf, len, &st) == 0 && st.state != 'Z' && st.state != 'X';
+	r = procfs_read_file(path, 4096, &buf, &len);
+	if (r < 0)
+		return r;
+	r = procfs_parse_stat_buf(buf, len, ret);
 	free(buf);
-	return live;
+	return r;
+}
+
+int procfs_read_task_status(pid_t pid, pid_t tid, struct procfs_status *ret)
+{
+	char path[64], *buf = NULL;
+	size_t len;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	r = procfs_read_file(path, SMALL_FILE_MAX, &buf, &len);
+	if (r < 0)
+		return r;
+	r = procfs_parse_status_buf(buf, len, ret);
+	free(buf);
+	return r;
+}
+
+bool procfs_same_object(const struct procfs_mapping *a, const struct procfs_mapping *b)
+{
+	if (!a->inode || !b->inode)
+		return a == b;
+	return a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
+}
+
+static bool task_is_live(pid_t pid, pid_t tid)
+{
+	struct procfs_stat st;
+
+	return procfs_read_task_stat(pid, tid, &st) == 0 && st.state != 'Z' && st.state != 'X';
 }
 
 int procfs_live_task(pid_t pid, pid_t *ret)
@@ -724,7 +754,7 @@ int procfs_list_children(pid_t pid, pid_t **ret, size_t *ret_n)
 
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)tids[i]);
 		r = procfs_read_file(path, SMALL_FILE_MAX, &buf, &len);
-		if (r == -ESRCH || r == -ENOENT)
+		if (procfs_gone(r))
 			continue;       /* the thread exited meanwhile */
 		if (r < 0)
 			goto out_free_list;

@@ -8,6 +8,7 @@
 #ifndef BTGUARD_PROCFS_H
 #define BTGUARD_PROCFS_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -70,6 +71,22 @@ struct procfs_stat {
 /* Parses /proc/PID/stat; copes with ')' and spaces inside comm. */
 int procfs_parse_stat_buf(const char *buf, size_t len, struct procfs_stat *ret);
 int procfs_read_stat(pid_t pid, struct procfs_stat *ret);
+
+/* /proc/PID/task/TID/stat and status: one thread's own state. */
+int procfs_read_task_stat(pid_t pid, pid_t tid, struct procfs_stat *ret);
+int procfs_read_task_status(pid_t pid, pid_t tid, struct procfs_status *ret);
+
+/* An error from reading /proc that means the process or thread is gone. */
+static inline bool procfs_gone(int r)
+{
+	return r == -ESRCH || r == -ENOENT;
+}
+
+/*
+ * Two mappings of the same file: same inode, device and path.  Anonymous
+ * mappings (inode 0) are the same object only as the same mapping.
+ */
+bool procfs_same_object(const struct procfs_mapping *a, const struct procfs_mapping *b);
 
 /*
  * Lists /proc/PID/task.  *ret is a malloc'ed array of *ret_n TIDs, sorted

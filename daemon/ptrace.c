@@ -344,19 +344,9 @@ out_collect:
  */
 static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 {
-	char path[64];
-	char *buf = NULL;
-	size_t len;
 	struct procfs_status st;
-	int r;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	r = procfs_read_file(path, 1 << 16, &buf, &len);
-	if (r < 0)
-		return 0;
-	r = procfs_parse_status_buf(buf, len, &st);
-	free(buf);
-	if (r < 0)
+	if (procfs_read_task_status(pid, tid, &st) < 0)
 		return 0;
 	if (st.state == 'Z' || st.state == 'X')
 		return 0;
@@ -411,10 +401,10 @@ static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why
 	int r = procfs_list_tasks(tgid, &tids, &n);
 
 	if (r < 0) {
-		if (tgid != w->pid && (r == -ENOENT || r == -ESRCH))
+		if (tgid != w->pid && procfs_gone(r))
 			return 0;   /* a sharer that exited: nothing left to hold */
 		snprintf(why, why_len, "process %d disappeared", tgid);
-		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
+		return procfs_gone(r) ? -BTG_ERR_GONE : r;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (task_find(w, tids[i]))

@@ -27,16 +27,10 @@
 /* Larger files are not objects we could have loaded; refuse to map them. */
 #define MAX_OBJECT_SIZE ((uint64_t)4 << 30)
 
-static bool same_file(const struct procfs_mapping *a, const struct procfs_mapping *b)
-{
-	return a->inode == b->inode && a->dev_major == b->dev_major &&
-	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
-}
-
 static bool file_seen_before(const struct procfs_mapping *maps, size_t i)
 {
 	for (size_t j = 0; j < i; j++)
-		if ((maps[j].perms & PROCFS_MAP_EXEC) && same_file(&maps[j], &maps[i]))
+		if ((maps[j].perms & PROCFS_MAP_EXEC) && procfs_same_object(&maps[j], &maps[i]))
 			return true;
 	return false;
 }
@@ -190,7 +184,7 @@ static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmap
 		for (size_t i = first; r == 0 && i < nmaps; i++) {
 			const struct procfs_mapping *m = &maps[i];
 
-			if (!(m->perms & PROCFS_MAP_EXEC) || !same_file(m, &maps[first]))
+			if (!(m->perms & PROCFS_MAP_EXEC) || !procfs_same_object(m, &maps[first]))
 				continue;
 			if (defs[d].file_offset < m->offset ||
 			    defs[d].file_offset - m->offset >= m->end - m->start)
@@ -225,7 +219,7 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 				snprintf(why, why_len, "cannot read %s%s: %s", maps[i].path,
 					 maps[i].deleted ? " (deleted)" : "",
 					 r == -ESTALE ? "not the regular file the process mapped" :
-					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+					 proto_strerror(r));
 			}
 		}
 	}
@@ -240,7 +234,7 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	r = sites_read(pid, &list);
 	if (r < 0) {
 		snprintf(why, why_len, "cannot read the memory of process %d: %s", pid,
-			 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+			 proto_strerror(r));
 		goto out_free;
 	}
 	*ret = list;

@@ -173,14 +173,6 @@ static int mem_read(struct stackcheck *sc, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
-static bool same_object(const struct procfs_mapping *a, const struct procfs_mapping *b)
-{
-	if (!a->inode || !b->inode)
-		return a == b;
-	return a->inode == b->inode && a->dev_major == b->dev_major &&
-	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
-}
-
 /*
  * Finds the binary-search table of .eh_frame_hdr for the object whose
  * executable mapping is m, from the ELF and program headers at the start
@@ -197,7 +189,7 @@ static int load_table(struct stackcheck *sc, const struct procfs_mapping *m, unw
 	uint8_t enc[4];
 	uint32_t fde_count;
 
-	while (base > sc->maps && same_object(base - 1, m))
+	while (base > sc->maps && procfs_same_object(base - 1, m))
 		base--;
 	if (base->offset != 0 || mem_read(sc, base->start, &eh, sizeof(eh)) < 0 ||
 	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_phentsize != sizeof(Elf64_Phdr) ||

@@ -592,6 +592,11 @@ const char *proto_error_text(uint32_t code)
 	return "unknown error code";
 }
 
+const char *proto_strerror(int r)
+{
+	return proto_error_text(proto_error_from_negative(r));
+}
+
 uint32_t proto_error_from_negative(int r)
 {
 	if (r >= 0)

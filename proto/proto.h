@@ -166,4 +166,7 @@ const char *proto_error_text(uint32_t code);           /* one sentence */
 /* Maps a daemon-internal negative errno/BTG code to the wire code. */
 uint32_t proto_error_from_negative(int r);
 
+/* The text for a negative errno or BTG code, as daemon functions return them. */
+const char *proto_strerror(int r);
+
 #endif

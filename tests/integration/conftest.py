@@ -607,8 +607,12 @@ MAX_PIDS = 4096
 
 # Wire error codes (proto/proto.h enum proto_error).
 ERR_BUSY = 4096
+# Every wire error code by name, in code order from 4096 (proto/proto.h
+# enum proto_error; test_wire_constants.py holds this to proto.c's table).
 ERR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process",
-             "zombie", "kernel-thread", "self"]
+             "zombie", "kernel-thread", "self", "gone", "exec", "pid-reused",
+             "verify", "stop-timeout", "elf", "unsupported", "protocol", "limit",
+             "shutdown", "internal", "shared-memory"]
 ERR = {name: 4096 + i for i, name in enumerate(ERR_NAMES)}
 # enum proto_proc_state
 PROC_NONE, PROC_UNGUARDED, PROC_GUARDED, PROC_PARTIAL, PROC_FOREIGN, PROC_UNKNOWN = range(6)

@@ -20,18 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from conftest import (BTGUARDD, START_TIMEOUT, STOP_TIMEOUT, expected_site,
+from conftest import (BTGUARDD, ERR, ERR_NAMES, START_TIMEOUT, STOP_TIMEOUT, expected_site,
                       read_mem, wait_listening)
 
 STUB = b"\x31\xc0\xc3"           # xor eax,eax; ret
 ENDBR64 = b"\xf3\x0f\x1e\xfa"
 
-# Every wire error code by name (proto/PROTOCOL.md, "Error codes").
-ERR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process",
-             "zombie", "kernel-thread", "self", "gone", "exec", "pid-reused",
-             "verify", "stop-timeout", "elf", "unsupported", "protocol", "limit",
-             "shutdown", "internal", "shared-memory"]
-ERR = {name: 4096 + i for i, name in enumerate(ERR_NAMES)}
 
 
 def error_name(code):

@@ -490,6 +490,29 @@ static void read_missing(void **state)
 	free(buf);
 }
 
+/* Same file: inode, device and path; anonymous mappings only as themselves. */
+static void same_object_rule(void **state)
+{
+	struct procfs_mapping m[4];
+	(void)state;
+
+	memset(m, 0, sizeof(m));
+	for (int i = 0; i < 2; i++) {
+		m[i].inode = 42;
+		m[i].dev_major = 8;
+		m[i].dev_minor = 1;
+		strcpy(m[i].path, "/usr/lib/libc.so.6");
+	}
+	assert_true(procfs_same_object(&m[0], &m[1]));
+	m[1].dev_minor = 2;
+	assert_false(procfs_same_object(&m[0], &m[1]));
+	m[1].dev_minor = 1;
+	strcpy(m[1].path, "/other/libc.so.6");   /* a bind mount, another name: not the same */
+	assert_false(procfs_same_object(&m[0], &m[1]));
+	assert_false(procfs_same_object(&m[2], &m[3]));   /* two anonymous mappings */
+	assert_true(procfs_same_object(&m[2], &m[2]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,6 +528,7 @@ int main(void)
 		cmocka_unit_test(stat_tricky_comm),
 		cmocka_unit_test(stat_truncated),
 		cmocka_unit_test(tasks_of_self),
+		cmocka_unit_test(same_object_rule),
 		cmocka_unit_test(children_of_self),
 		cmocka_unit_test(read_self),
 		cmocka_unit_test(read_missing),

@@ -869,6 +869,16 @@ static void error_from_negative(void **state)
 	assert_int_equal(proto_error_from_negative(-2147483647 - 1), BTG_ERR_INTERNAL);
 }
 
+/* One text for whatever a daemon function returned: errno or our own code. */
+static void strerror_of_negative(void **state)
+{
+	(void)state;
+	assert_string_equal(proto_strerror(-ESRCH), strerror(ESRCH));
+	assert_string_equal(proto_strerror(-BTG_ERR_SHARED), proto_error_text(BTG_ERR_SHARED));
+	assert_string_equal(proto_error_name(BTG_ERR_SHARED), "shared-memory");
+	assert_string_equal(proto_strerror(0), "success");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -889,6 +899,7 @@ int main(void)
 		cmocka_unit_test(corrupted_results_never_crash),
 		cmocka_unit_test(name_tables_cover_every_value),
 		cmocka_unit_test(error_from_negative),
+		cmocka_unit_test(strerror_of_negative),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

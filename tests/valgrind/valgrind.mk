@@ -8,12 +8,9 @@
 #                         access or definitely/indirectly lost block makes
 #                         valgrind exit 99 and the target fail.  ~10 s.
 #
-# valgrind comes from Debian's package; installed here if missing, as the
-# bench target does for gdb.
+# valgrind comes from Debian's package, which tests/install-deps installs.
 
 .PHONY: check-valgrind
-check-valgrind:
+check-valgrind: check-deps
 	$(MAKE) all victims
-	@command -v valgrind >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get update -q && apt-get install -y -q --no-install-recommends valgrind; }
 	/usr/bin/python3 tests/valgrind/run --build $(abspath $(BUILD))

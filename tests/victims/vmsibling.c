@@ -44,14 +44,19 @@ static int sibling(void *arg)
 	atomic_ulong *mine = arg;
 	void *buf[1];
 
-	/* It is a process of its own: make it die with its creator. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1)
-		_exit(1);
+	/*
+	 * It is a process of its own: make it die with its creator.  The
+	 * death signal alone is not enough: with --drop-parent it comes from
+	 * a parent that is no longer root, and the kernel drops it.
+	 */
+	pid_t parent = getppid();
 
-	for (;;) {
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (unsigned long n = 1;; n++) {
 		backtrace(buf, 0);
 		atomic_fetch_add_explicit(mine, 1, memory_order_relaxed);
+		if (n % 65536 == 0 && getppid() != parent)
+			_exit(1);
 	}
 	return 0;
 }

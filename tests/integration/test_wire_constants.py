@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+"""The tests' copies of the wire constants are the C headers' own.
+
+conftest.py speaks the protocol by itself (to send what btguardctl never
+would); if a code, a limit or the stub moved in C, every test built on the
+old value would test something else.  Read the C sources and compare.
+"""
+
+import re
+
+from conftest import (ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, REPO, VERSION)
+
+PROTO_H = (REPO / "proto" / "proto.h").read_text()
+PROTO_C = (REPO / "proto" / "proto.c").read_text()
+ARCH_H = (REPO / "daemon" / "arch" / "x86_64" / "arch.h").read_text()
+
+
+def define(text, name):
+    m = re.search(rf"#define\s+{name}\s+(.+)", text)
+    assert m, f"{name} not defined"
+    return int(m.group(1).split("/*")[0].strip().rstrip("u"), 0)
+
+
+def test_error_names_match_proto_c():
+    enum = PROTO_H[PROTO_H.index("BTG_ERR_BASE = 4096"):PROTO_H.index("BTG_ERR_END")]
+    codes = re.findall(r"\b(BTG_ERR_[A-Z_]+)\b\s*[,=]", enum)
+    # BTG_ERR_BASE = 4096, then BTG_ERR_BUSY = BTG_ERR_BASE, ...
+    codes = [c for c in codes if c != "BTG_ERR_BASE"]
+    names = dict(re.findall(r"\[(BTG_ERR_[A-Z_]+) - BTG_ERR_BASE\] = \{ \"([a-z-]+)\"", PROTO_C))
+    assert [names[c] for c in codes] == ERR_NAMES
+
+
+def test_limits_match_proto_h():
+    assert define(PROTO_H, "PROTO_MAGIC") == MAGIC
+    assert define(PROTO_H, "PROTO_VERSION") == VERSION
+    assert define(PROTO_H, "PROTO_MAX_PAYLOAD") == MAX_PAYLOAD
+    assert define(PROTO_H, "PROTO_MAX_PIDS") == MAX_PIDS
+
+
+def test_stub_matches_arch_h():
+    from hardlib import ENDBR64, STUB
+    stub = re.search(r"#define ARCH_STUB_BYTES\s+\{([^}]*)\}", ARCH_H).group(1)
+    pad = re.search(r"#define ARCH_LANDING_PAD_BYTES\s+\{([^}]*)\}", ARCH_H).group(1)
+    assert bytes(int(x, 16) for x in stub.split(",")) == STUB
+    assert bytes(int(x, 16) for x in pad.split(",")) == ENDBR64
