@@ -15,7 +15,7 @@
 # $(CC) and replay_main.c.  Both sets of objects live under $(BUILD)/fuzz/,
 # apart from the normal build, because their flags differ.
 
-FUZZ_NAMES   := proto maps elf server
+FUZZ_NAMES   := proto maps elf server select
 FUZZ_DIR     := tests/fuzz
 FUZZ_OUT     := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
@@ -27,12 +27,14 @@ FUZZ_SRC_proto  := proto/proto.c
 FUZZ_SRC_maps   := daemon/procfs.c
 FUZZ_SRC_elf    := daemon/elf.c
 FUZZ_SRC_server := daemon/conn.c proto/proto.c
+FUZZ_SRC_select := daemon/select.c
 
 # Longest input libFuzzer may make; every corpus file stays under 64 KiB.
 FUZZ_MAXLEN_proto  := 20000
 FUZZ_MAXLEN_maps   := 16384
 FUZZ_MAXLEN_elf    := 65535
 FUZZ_MAXLEN_server := 32768
+FUZZ_MAXLEN_select := 8192
 
 # The project's flags, but built for finding bugs: _FORTIFY_SOURCE and ASan
 # disagree about some interceptors, and -O1 keeps reports readable.
