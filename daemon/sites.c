@@ -22,6 +22,7 @@
 #include "../proto/proto.h"
 #include "elf.h"
 #include "procfs.h"
+#include "objcache.h"
 #include "sites.h"
 
 /* Larger files are not objects we could have loaded; refuse to map them. */
@@ -115,8 +116,9 @@ static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -e : -EIO;
 }
 
+/* bytes: the file's bytes at def, def->file_avail of them (at most SITE_CTX_LEN needed). */
 static int add_site(struct site_list *list, const struct procfs_mapping *m,
-		    const struct elf_def *def, const uint8_t *img)
+		    const struct elf_def *def, const uint8_t *bytes)
 {
 	uint64_t addr = m->start + (def->file_offset - m->offset);
 	size_t ctx = SITE_CTX_LEN;
@@ -143,56 +145,86 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	s->from_symtab = def->from_symtab;
 	s->addr = addr;
 	s->ctx_len = ctx;
-	memcpy(s->orig, img + def->file_offset, ctx);
+	memcpy(s->orig, bytes, ctx);
 	if (stub_plan(s->orig, ctx, &s->plan) < 0)
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
 	list->n++;
 	return 0;
 }
 
+/*
+ * Parses one object file for definitions, keeping each with the file's
+ * first bytes of it.  0 with out->n == 0 when it defines none (or is not
+ * an ELF object of ours).
+ */
+static int parse_object(int fd, const struct stat *st, struct objcache_defs *out)
+{
+	struct elf_def defs[ELF_MAX_DEFS];
+	size_t ndefs = 0;
+	uint8_t magic[4];
+	void *img;
+	int r;
+
+	out->n = 0;
+	if ((uint64_t)st->st_size > MAX_OBJECT_SIZE ||
+	    pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || memcmp(magic, "\177ELF", 4))
+		return 0;  /* not an ELF object: a data file mapped executable, say */
+	img = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (img == MAP_FAILED)
+		return -errno;
+	r = elf_find_symbol(img, (size_t)st->st_size, SITE_SYMBOL, defs, ELF_MAX_DEFS, &ndefs);
+	if (r == -ENOEXEC)
+		r = 0;  /* another architecture's or class's file: cannot hold our code */
+	for (size_t d = 0; r == 0 && d < ndefs; d++) {
+		struct elf_def *def = &out->defs[out->n];
+
+		if (defs[d].file_offset >= (uint64_t)st->st_size)
+			continue;
+		*def = defs[d];
+		if (def->file_avail > (uint64_t)st->st_size - def->file_offset)
+			def->file_avail = (uint64_t)st->st_size - def->file_offset;
+		memcpy(out->bytes[out->n], (const uint8_t *)img + def->file_offset,
+		       def->file_avail < SITE_CTX_LEN ? (size_t)def->file_avail : SITE_CTX_LEN);
+		out->n++;
+	}
+	munmap(img, (size_t)st->st_size);
+	return r;
+}
+
 /* Looks up the symbol in one object and adds a site per executable mapping that holds it. */
 static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmaps, size_t first,
 		       struct site_list *list)
 {
-	struct elf_def defs[ELF_MAX_DEFS];
-	size_t ndefs = 0;
+	struct objcache_defs defs;
 	struct stat st;
-	uint8_t magic[4];
-	void *img;
-	int fd, r;
+	int fd, r = 0;
 
 	fd = open_object(pid, &maps[first]);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size > MAX_OBJECT_SIZE ||
-	    pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || memcmp(magic, "\177ELF", 4)) {
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
 		close(fd);
-		return 0;  /* not an ELF object: a data file mapped executable, say */
+		return r;
 	}
-	img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (!objcache_get(&st, &defs)) {
+		r = parse_object(fd, &st, &defs);
+		if (r == 0)
+			objcache_put(&st, &defs);
+	}
 	close(fd);
-	if (img == MAP_FAILED)
-		return -errno;
-	r = elf_find_symbol(img, (size_t)st.st_size, SITE_SYMBOL, defs, ELF_MAX_DEFS, &ndefs);
-	if (r == -ENOEXEC)
-		r = 0;  /* another architecture's or class's file: cannot hold our code */
-	for (size_t d = 0; r == 0 && d < ndefs; d++) {
-		if (defs[d].file_offset >= (uint64_t)st.st_size)
-			continue;
-		if (defs[d].file_avail > (uint64_t)st.st_size - defs[d].file_offset)
-			defs[d].file_avail = (uint64_t)st.st_size - defs[d].file_offset;
+	for (size_t d = 0; r == 0 && d < defs.n; d++) {
 		for (size_t i = first; r == 0 && i < nmaps; i++) {
 			const struct procfs_mapping *m = &maps[i];
 
 			if (!(m->perms & PROCFS_MAP_EXEC) || !procfs_same_object(m, &maps[first]))
 				continue;
-			if (defs[d].file_offset < m->offset ||
-			    defs[d].file_offset - m->offset >= m->end - m->start)
+			if (defs.defs[d].file_offset < m->offset ||
+			    defs.defs[d].file_offset - m->offset >= m->end - m->start)
 				continue;
-			r = add_site(list, m, &defs[d], img);
+			r = add_site(list, m, &defs.defs[d], defs.bytes[d]);
 		}
 	}
-	munmap(img, (size_t)st.st_size);
 	return r;
 }
 
