@@ -643,6 +643,20 @@ int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n)
 	return r;
 }
 
+void procfs_cmdline_to_line(const char *buf, size_t len, char *out, size_t out_len)
+{
+	size_t n = 0;
+
+	while (len > 0 && buf[len - 1] == '\0')
+		len--;   /* the last argument's terminator, and a process's padding */
+	for (size_t i = 0; i < len && n + 1 < out_len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		out[n++] = c == '\0' ? ' ' : c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	out[n] = '\0';
+}
+
 int procfs_list_processes(pid_t **ret, size_t *ret_n)
 {
 	return list_pid_dir("/proc", ret, ret_n);

@@ -103,6 +103,13 @@ int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n);
  */
 int procfs_live_task(pid_t pid, pid_t *ret);
 
+/*
+ * /proc/PID/cmdline as one line: the NUL-separated arguments joined with
+ * single spaces, control characters as '?', a trailing NUL dropped; cut
+ * to out_len - 1 bytes.  Always NUL-terminates out (out_len > 0).
+ */
+void procfs_cmdline_to_line(const char *buf, size_t len, char *out, size_t out_len);
+
 /* Lists every process (thread group) in /proc, sorted ascending. */
 int procfs_list_processes(pid_t **ret, size_t *ret_n);
 

@@ -490,6 +490,22 @@ static void read_missing(void **state)
 	free(buf);
 }
 
+/* A command line as selectors and reports see it. */
+static void cmdline_as_one_line(void **state)
+{
+	char out[32];
+	(void)state;
+
+	procfs_cmdline_to_line("python3\0train.py\0--epochs\0" "3\0", 27, out, sizeof(out));
+	assert_string_equal(out, "python3 train.py --epochs 3");
+	procfs_cmdline_to_line("a\nb\0\033c\0", 7, out, sizeof(out));   /* no control characters */
+	assert_string_equal(out, "a?b ?c");
+	procfs_cmdline_to_line("", 0, out, sizeof(out));                  /* a kernel thread's */
+	assert_string_equal(out, "");
+	procfs_cmdline_to_line("0123456789", 10, out, 5);                 /* cut, terminated */
+	assert_string_equal(out, "0123");
+}
+
 /* Same file: inode, device and path; anonymous mappings only as themselves. */
 static void same_object_rule(void **state)
 {
@@ -529,6 +545,7 @@ int main(void)
 		cmocka_unit_test(stat_truncated),
 		cmocka_unit_test(tasks_of_self),
 		cmocka_unit_test(same_object_rule),
+		cmocka_unit_test(cmdline_as_one_line),
 		cmocka_unit_test(children_of_self),
 		cmocka_unit_test(read_self),
 		cmocka_unit_test(read_missing),
