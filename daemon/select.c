@@ -50,10 +50,8 @@ static bool any_glob(const char *pattern, const char *const *paths, size_t n)
 
 bool select_match(const struct select_rule *r, const struct select_proc *p)
 {
-	bool any = false;
+	bool any = r->all;   /* "every process", narrowed by whatever else is set */
 
-	if (r->all)
-		return true;
 	if (r->have_uid) {
 		if (p->uid != r->uid)
 			return false;

@@ -27,7 +27,7 @@ struct select_proc {
 
 /* A selector: every field set must match (a NULL pattern matches anything). */
 struct select_rule {
-	bool all;                         /* nothing but this: every process */
+	bool all;                         /* every process (that the other fields allow) */
 	bool have_uid;
 	uid_t uid;
 	const char *exe;                  /* glob; without '/' it matches the file name */

@@ -110,6 +110,9 @@ static void selectors_combine(void **state)
 	assert_false(select_match(&r, &p));   /* a rule that names nothing selects nothing */
 	r.all = true;
 	assert_true(select_match(&r, &p));
+	r.uid = 1001;                          /* --all --user: narrowed, not widened */
+	r.have_uid = true;
+	assert_false(select_match(&r, &p));
 	memset(&r, 0, sizeof(r));
 	r.have_uid = true;
 	r.uid = 1000;
