@@ -93,7 +93,11 @@ $(BUILD)/btguardd: $(call obj,daemon/main.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 $(BUILD)/btguardctl: $(CLIENT_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS)
 
-# Unit tests link every daemon module except main.c.
+# Unit tests link every daemon module except main.c; test_output tests the client's.
+$(BUILD)/tests/test_output: $(call obj,tests/unit/test_output.c) $(call obj,client/output.c) $(PROTO_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS)
+
 $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(CMOCKA_LIBS)
