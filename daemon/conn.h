@@ -37,10 +37,15 @@ struct conn {
 	size_t pay_len;
 	uint64_t msg_start;        /* first byte of the message being read */
 
-	/* The request being answered: targets[next_target..] still to run. */
+	/*
+	 * The request being answered: first its targets are resolved and
+	 * pinned, a step per turn (expanding), then targets[next_target..]
+	 * still to run, one per turn.
+	 */
 	bool busy;
 	unsigned action;
 	uint32_t deadline_ms;
+	struct action_expansion *expanding;
 	struct action_target *targets;
 	size_t ntargets, next_target;
 
@@ -97,7 +102,10 @@ void conn_bury(struct server *srv);
 /* Handles epoll events for c: reads, writes, hang-ups. */
 void conn_event(struct server *srv, struct conn *c, uint32_t events);
 
-/* Runs the next target of the connection at the head of the work queue. */
+/*
+ * Runs one turn of the connection at the head of the work queue: a step of
+ * resolving its request's targets, or its next target.
+ */
 void conn_run_one_target(struct server *srv);
 
 /*
