@@ -13,7 +13,8 @@
  * Limits, all per connection:
  *  - input: one message at a time, at most PROTO_HEADER_SIZE +
  *    PROTO_MAX_PAYLOAD bytes; a started message must complete in 10 s;
- *  - idle: nothing pending and nothing half-read for 60 s closes it;
+ *  - idle: nothing pending and nothing half-read for 60 s closes it, or
+ *    for 5 s while the daemon is crowded (struct server's crowded);
  *  - output: capped at 8 MiB; above 1 MiB its targets wait until it
  *    drains; 10 s without the client reading anything drops it.
  */
@@ -34,6 +35,7 @@
 
 #define MESSAGE_TIMEOUT_MS  10000u
 #define IDLE_TIMEOUT_MS     60000u
+#define IDLE_CROWDED_MS     5000u
 #define WRITE_STALL_MS      10000u
 #define OUT_HARD_CAP        (8u << 20)
 #define OUT_HIGH_WATER      (1u << 20)
@@ -671,6 +673,8 @@ size_t conn_answer_shutdown(struct server *srv, struct conn *c)
 
 void conn_check_timers(struct server *srv, struct conn *c, uint64_t now)
 {
+	unsigned idle_limit = srv->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
+
 	if (out_pending(c) && now - c->out_progress >= WRITE_STALL_MS)
 		conn_drop(srv, c, "read nothing for %u s while replies were waiting",
 			  WRITE_STALL_MS / 1000);
@@ -681,9 +685,9 @@ void conn_check_timers(struct server *srv, struct conn *c, uint64_t now)
 			    c->hdr_len + c->pay_len,
 			    PROTO_HEADER_SIZE + (c->have_header ? (size_t)c->hdr.length : 0));
 	else if (!c->busy && !c->closing && !input_partial(c) && !out_pending(c) &&
-		 now - c->last_activity >= IDLE_TIMEOUT_MS) {
-		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s; closing",
-			(int)c->caller.pid, IDLE_TIMEOUT_MS / 1000);
+		 now - c->last_activity >= idle_limit) {
+		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s%s; closing", (int)c->caller.pid,
+			idle_limit / 1000, idle_limit < IDLE_TIMEOUT_MS ? " while crowded" : "");
 		conn_close(srv, c);
 	}
 }

@@ -17,6 +17,16 @@
 #include "auth.h"
 #include "server.h"
 
+/*
+ * Connection slots.  Any one non-root uid may hold SERVER_MAX_CONNS_PER_UID,
+ * all non-root uids together all but SERVER_ROOT_RESERVE, so no user can
+ * lock another, or root, out.  Once the shared slots are all taken, idle
+ * connections are dropped after 5 s instead of the usual 60 s (conn.c).
+ */
+#define SERVER_MAX_CONNS          1024u
+#define SERVER_ROOT_RESERVE       64u
+#define SERVER_MAX_CONNS_PER_UID  64u
+
 /* Encode scratch: the largest message there is. */
 #define MSG_BUF_SIZE (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
 
@@ -74,6 +84,7 @@ struct server {
 	unsigned stop_signals;        /* SIGTERM/SIGINT seen; a second one ends the flush */
 	uint64_t idle_since;
 	uint64_t next_sweep;
+	bool crowded;                 /* at the last sweep only root could still connect */
 	uint64_t requests_served;
 	char status[96];              /* last STATUS= sent */
 	uint64_t status_sent;

@@ -31,7 +31,6 @@
 #include "ptrace.h"
 #include "server.h"
 
-#define SERVER_MAX_CONNS    1024u
 #define ACCEPT_PAUSE_MS     100u
 #define ACCEPT_WARN_MS      10000u
 #define SHUTDOWN_FLUSH_MS   2000u
@@ -77,6 +76,20 @@ static int resume_accepting(struct server *srv)
 	return 0;
 }
 
+/* Open connections of uid (at most SERVER_MAX_CONNS to walk, once per accept). */
+static unsigned conns_of(const struct server *srv, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct conn *c = srv->conns; c; c = c->next)
+		n += c->caller.uid == uid;
+	return n;
+}
+
+/*
+ * Slots are shared out (conn.h): the cap on one uid, then the reserve only
+ * root may use, so 1,024 idle connections of one user lock nobody out.
+ */
 static void add_client(struct server *srv, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
@@ -91,6 +104,18 @@ static void add_client(struct server *srv, int fd)
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
 		log_msg(LOG_DEBUG, "refusing a client: SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {
+		log_msg(LOG_DEBUG, "refusing a client of uid %u: the last %u connections are root's",
+			(unsigned)cred.uid, SERVER_ROOT_RESERVE);
+		close(fd);
+		return;
+	}
+	if (cred.uid != 0 && conns_of(srv, cred.uid) >= SERVER_MAX_CONNS_PER_UID) {
+		log_msg(LOG_DEBUG, "refusing a client: uid %u already has %u connections",
+			(unsigned)cred.uid, SERVER_MAX_CONNS_PER_UID);
 		close(fd);
 		return;
 	}
@@ -189,6 +214,12 @@ static void sweep(struct server *srv, uint64_t now)
 {
 	struct conn *c, *next;
 
+	/*
+	 * Decided once per sweep: every connection idle past the short limit
+	 * goes, not just enough of them to dip under the mark (a flood of
+	 * idle clients would refill it at once).
+	 */
+	srv->crowded = srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
 		conn_check_timers(srv, c, now);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""No client can stall the others.
+"""No client, and no user, can stall or lock out the others.
 
   test_namespaced_flood_does_not_stall_others
       a client in its own user and PID namespace (`unshare -Urpf`, no
@@ -7,11 +7,18 @@
       numbers takes one scan of /proc for the whole request, done in
       bounded steps between other clients' turns, so another client's
       `status` of its own process is answered at once, not after the flood.
+  test_one_uid_cannot_take_every_slot
+      a user opening more connections than its share keeps only its share;
+      root and other users still get in.
+  test_idle_connections_go_sooner_when_crowded
+      once only root's reserve is left, idle connections are dropped after
+      seconds, not the usual minute.
 
 Bounds are generous (the machine is shared and noisy); each is far below
 what the daemon did before the fix, which the test names.
 """
 
+import select
 import subprocess
 import sys
 import time
@@ -94,3 +101,95 @@ def test_namespaced_flood_does_not_stall_others(daemon, victim, test_user):
     finally:
         for p in extra:
             stop_started(p)
+
+
+# ------------------------------------------------------ connection slots --
+
+MAX_CONNS, ROOT_RESERVE, PER_UID = 1024, 64, 64
+
+HOLDER = r"""
+import select, socket, sys
+path, n = sys.argv[1], int(sys.argv[2])
+socks = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    socks.append(s)
+print("connected", flush=True)
+sys.stdin.readline()             # the test says when to look
+def closed(s):
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    return bool(p.poll(0)) and s.recv(1) == b""
+print("open", sum(not closed(s) for s in socks), flush=True)
+sys.stdin.readline()
+"""
+
+
+def hold_connections(daemon, user, n):
+    p = subprocess.Popen(user_prefix(user) + [sys.executable, "-c", HOLDER, daemon.socket, str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "connected\n"
+    return p
+
+
+def still_open(p):
+    p.stdin.write("\n")
+    p.stdin.flush()
+    word, n = p.stdout.readline().split()
+    assert word == "open"
+    return int(n)
+
+
+def served(daemon, user=None):
+    r = daemon.ctl("status", daemon.pid, user=user, timeout=60)
+    return r.rc == 1 and r.results and r.results[0]["error"] == "self"
+
+
+def test_one_uid_cannot_take_every_slot(daemon, test_user):
+    holder = hold_connections(daemon, test_user, PER_UID + 40)
+    try:
+        wait_for(lambda: daemon.log().count(f"already has {PER_UID} connections") >= 40,
+                 "the daemon to refuse the user's connections beyond its share")
+        assert still_open(holder) == PER_UID
+        # Root, and the same user's next client, are told plainly: root gets in.
+        assert served(daemon)
+        daemon.alive()
+    finally:
+        stop_started(holder)
+
+
+def test_idle_connections_go_sooner_when_crowded(daemon, test_user):
+    """Root fills every slot but its reserve with idle connections; the
+    daemon drops the idle ones (all those idle for 5 s when it looks) until
+    others can get in again, long before the usual 60 s."""
+    import resource
+    import socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = MAX_CONNS + 64
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip(f"hard RLIMIT_NOFILE {hard} too low for this test")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    socks = []
+    try:
+        for _ in range(MAX_CONNS - ROOT_RESERVE):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(daemon.socket)
+            socks.append(s)
+        t0 = time.monotonic()
+
+        def dropped():
+            p = select.poll()
+            for s in socks:
+                p.register(s, select.POLLIN)
+            return len(p.poll(0))
+        # Before: nothing for 60 s.  After: 5 s idle, checked every 250 ms.
+        wait_for(lambda: dropped() > 0, "idle connections to be dropped while crowded",
+                 timeout=30)
+        print(f"{dropped()} idle connections dropped after {time.monotonic() - t0:.1f} s")
+        # No longer crowded: another user gets in and is served.
+        assert served(daemon, user=test_user)
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
