@@ -34,6 +34,7 @@
 #include "procfs.h"
 #include "ptrace.h"
 #include "timeutil.h"
+#include "watchdog.h"
 
 /* Extra time a seized task gets to stop after the deadline before we park it. */
 #define ORPHAN_GRACE_MS 500
@@ -213,8 +214,10 @@ static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline
 
 	if (!timespec_left(deadline, &left))
 		return false;
+	watchdog_cap_wait(&left);  /* a stop may be waited for up to 60 s (watchdog.h) */
 	if (ppoll(&p, 1, &left, NULL) > 0)
 		drain_signalfd(w->sigchld_fd);
+	watchdog_kick();
 	return true;
 }
 

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "ptrace.h"
 #include "server.h"
+#include "watchdog.h"
 
 #define ACCEPT_PAUSE_MS     100u
 #define ACCEPT_WARN_MS      10000u
@@ -247,9 +248,12 @@ static int loop_timeout(const struct server *srv)
 		deadline = srv->accept_resume;
 	if (srv->status_pending && srv->status_sent + STATUS_INTERVAL_MS < deadline)
 		deadline = srv->status_sent + STATUS_INTERVAL_MS;
+	now = now_ms();
+	/* The keep-alive is due: systemd kills a daemon that goes quiet. */
+	if (watchdog_due_ms() >= 0 && now + (uint64_t)watchdog_due_ms() < deadline)
+		deadline = now + (uint64_t)watchdog_due_ms();
 	if (deadline == UINT64_MAX && !srv->orphans)
 		return -1;
-	now = now_ms();
 	/* A task that never stopped for us must be let go the moment it does. */
 	if (srv->orphans && deadline > now + ORPHAN_POLL_MS)
 		deadline = now + ORPHAN_POLL_MS;
@@ -306,6 +310,7 @@ static int server_stop(struct server *srv)
 
 		if (now >= deadline)
 			break;
+		watchdog_kick();
 		n = epoll_wait(srv->epfd, evs, MAX_EVENTS, (int)(deadline - now));
 		if (n < 0 && errno != EINTR)
 			break;
@@ -386,6 +391,7 @@ int server_run(const struct server_config *cfg)
 	}
 	if (cfg->notify)
 		sd_notify(0, "READY=1\nSTATUS=serving");
+	watchdog_setup();
 
 	for (;;) {
 		uint64_t now;
@@ -405,6 +411,7 @@ int server_run(const struct server_config *cfg)
 			r = server_stop(&srv);
 			break;
 		}
+		watchdog_kick();
 		/* One target, then poll again: see the top of this file. */
 		conn_run_one_target(&srv);
 		conn_bury(&srv);
