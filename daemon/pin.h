@@ -4,8 +4,9 @@
  * the process a request named is the process it acts on, exactly (a start
  * time counts 10 ms ticks; a PID recycled within one would pass for the
  * original).  A request may name PROTO_MAX_PIDS PIDs and many requests may
- * wait, so pins are a counted budget sized from the descriptor limit; a
- * target beyond it is refused (-BTG_ERR_LIMIT), never left unpinned.
+ * wait, so targets naming the same live process share one pidfd, and
+ * pidfds are a counted budget sized from the descriptor limit; a target
+ * beyond it is refused (-BTG_ERR_LIMIT), never left unpinned.
  */
 #ifndef BTGUARD_PIN_H
 #define BTGUARD_PIN_H
@@ -24,14 +25,15 @@ enum pin_state {
 };
 
 /*
- * Opens a pidfd for process pid into *ret_fd.  -ESRCH: no such process;
+ * Pins process pid: a pidfd into *ret_fd, shared with the targets already
+ * holding one for that process while it lives.  -ESRCH: no such process;
  * -EINVAL: pid is a thread, not a process; -ENOSYS: the kernel has no
  * pidfds (before 5.3, valgrind); -BTG_ERR_LIMIT: the budget or the
  * descriptor table is full.
  */
 int pin_open(pid_t pid, int *ret_fd);
 
-/* Closes *fd (when >= 0) and gives its budget back; *fd becomes -1. */
+/* Drops this target's hold on *fd (when >= 0); *fd becomes -1.  The last holder closes it. */
 void pin_close(int *fd);
 
 /* What became of the pinned process.  Never blocks. */
