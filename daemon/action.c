@@ -99,6 +99,7 @@ struct frame {
 struct action_expansion {
 	struct auth_caller caller;
 	bool have_view, hidden, tree;
+	bool warned_limit;
 	struct pidns_view view;
 	struct pidns_scan *scan;   /* another PID namespace: until complete */
 	int32_t *pids;             /* as named */
@@ -146,8 +147,11 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 		return;
 	}
 	if (r == -BTG_ERR_LIMIT) {
-		log_msg(LOG_WARNING, "cannot pin PID %d: %u of %u pins in use", (int)t->ours,
-			pin_count(), pin_budget());
+		/* Once per request: a 4,096-PID request must not write 4,096 lines. */
+		if (!x->warned_limit)
+			log_msg(LOG_WARNING, "client pid=%d: cannot pin PID %d: %u of %u pins in use",
+				(int)x->caller.pid, (int)t->ours, pin_count(), pin_budget());
+		x->warned_limit = true;
 		t->err = r;
 		return;
 	}
