@@ -9,19 +9,31 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SANITIZE ?=
+# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/fault.h).
+FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
 DAEMON_PKGS := libsystemd libunwind-ptrace
 DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
+MANDIR ?= $(PREFIX)/share/man
+# bash-completion's own directory, moved under PREFIX: it also searches
+# $XDG_DATA_DIRS (/usr/local/share:/usr/share), so /usr/local works too.
+BASHCOMPDIR ?= $(shell $(PKG_CONFIG) --define-variable=datadir=$(PREFIX)/share \
+                 --variable=completionsdir bash-completion 2>/dev/null || \
+                 echo $(PREFIX)/share/bash-completion/completions)
+SCDOC ?= scdoc
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wundef -Wpointer-arith -Wvla \
         -Werror=implicit-function-declaration -Werror
 HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -MMD -MP \
+# CPPFLAGS, CFLAGS and LDFLAGS from the caller (dpkg-buildflags in a package
+# build) come first, our warnings and hardening after: a later -Wformat
+# would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) $(HARDEN) -MMD -MP \
               -iquote proto -iquote daemon -iquote daemon/arch/$(ARCH)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
@@ -30,6 +42,10 @@ ifeq ($(SANITIZE),1)
 ALL_CFLAGS := $(filter-out -D_FORTIFY_SOURCE=2,$(ALL_CFLAGS)) -U_FORTIFY_SOURCE \
               -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ALL_LDFLAGS += -fsanitize=address,undefined
+endif
+
+ifeq ($(FAULTS),1)
+ALL_CFLAGS += -DBTGUARD_FAULTS
 endif
 
 DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
@@ -41,6 +57,7 @@ DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 VICTIM_SRC := $(wildcard tests/victims/*.c)
+MAN_SRC    := $(wildcard man/*.scd)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 PROTO_OBJ  := $(call obj,$(PROTO_SRC))
@@ -48,9 +65,23 @@ DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
+MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all clean install uninstall check check-deps unit integration asan victims demo bench fuzz
+.PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
+        unit integration asan faults victims demo bench fuzz
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
+
+# Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
+# Not part of `all`, so building the programs needs no scdoc; `install` and
+# `check` build them.
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%: man/%.scd
+	@mkdir -p $(dir $@)
+	@command -v $(SCDOC) >/dev/null || \
+	    { echo "scdoc is needed for the manual pages: tests/install-deps installs it" >&2; exit 1; }
+	$(SCDOC) < $< > $@.tmp
+	mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -75,9 +106,13 @@ VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread 
 VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
 VICTIM_CFLAGS_bt_static := -static
+VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
 $(BUILD)/victims/%: tests/victims/%.c
 	@mkdir -p $(dir $@)
 	gcc $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
+
+# sigframe_fp is sigframe.c built with frame pointers.
+$(BUILD)/victims/sigframe_fp: tests/victims/sigframe.c
 
 victims: $(VICTIM_BIN)
 
@@ -87,18 +122,51 @@ unit: $(UNIT_BIN)
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
 
+# The daemon with fault injection, for tests/integration/test_ptrace_faults.py only.
+faults:
+	$(MAKE) BUILD=$(BUILD)/faults FAULTS=1 $(BUILD)/faults/btguardd
+
 # Everything `make check` runs; see tests/README.md.
 check: check-deps
-	$(MAKE) all victims unit
+	$(MAKE) all man victims unit faults
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
 	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
+	$(MAKE) check-mutants
+	$(MAKE) check-install
 	$(MAKE) check-system
+
+# Planted bugs in the safety path (tests/mutants/): each must make its tests
+# fail.  A scratch copy under $(BUILD)/mutants; about 5 minutes.
+check-mutants: check-deps
+	tests/mutants/run --build $(abspath $(BUILD))
+
+# The edit-test loop: builds, unit tests, the fuzz corpora, and the
+# integration tests that need neither root nor a target process.  Seconds.
+check-quick:
+	$(MAKE) all victims unit
+	$(MAKE) fuzz-replay
+	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
+	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
+
+# The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage
+# in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
+check-deb: check-deps
+	tests/deb/run $(BUILD)
+
+# The source install path (tests/install/run): make install into an empty
+# DESTDIR, check every file, make uninstall, check nothing is left.
+check-install: all man
+	MAKE="$(MAKE)" tests/install/run $(BUILD) /usr/local
+	MAKE="$(MAKE)" tests/install/run $(BUILD) /usr
 
 check-deps:
 	tests/install-deps
@@ -120,9 +188,14 @@ bench: check-deps
 	    apt-get install -y -q --no-install-recommends gdb || true
 	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
 
-install: all
+install: all man
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
 	install -D -m 0755 $(BUILD)/btguardctl $(DESTDIR)$(PREFIX)/bin/btguardctl
+	# btguardd.8 goes to man8, btguardctl.1 to man1: the section is the suffix.
+	for page in $(MAN_PAGES); do \
+	    install -D -m 0644 $$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$${page##*/} || exit 1; \
+	done
+	install -D -m 0644 completion/btguardctl $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
@@ -135,6 +208,8 @@ uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
 	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+	for page in $(MAN_SRC:man/%.scd=%); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 
 clean:
 	rm -rf $(BUILD)

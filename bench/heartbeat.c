@@ -3,11 +3,13 @@
  * heartbeat: the benchmark victim.  It measures, from inside, how long it
  * was frozen.
  *
- * Usage: heartbeat idle|busy NTHREADS SHMFILE|- [TICK_US]
+ * Usage: heartbeat idle|busy|deep NTHREADS SHMFILE|- [TICK_US]
  *
  * Calls backtrace() once (so libc's definition is bound, like a real job's),
- * starts NTHREADS worker threads that either sleep in pause() ("idle") or
- * spin ("busy"), prints "ready" and then turns the main thread into the
+ * starts NTHREADS worker threads that either sleep in pause() ("idle"),
+ * sleep in pause() at the bottom of DEEP_BYTES of live stack ("deep": what
+ * the activeness check's stack scan costs), or spin ("busy"), prints
+ * "ready" and then turns the main thread into the
  * heartbeat: every TICK_US (default 100) microseconds it reads
  * CLOCK_MONOTONIC and keeps the largest gap between two consecutive ticks.
  * A ptrace stop freezes the heartbeat with every other thread, so the
@@ -46,6 +48,9 @@ struct beat_page {
 
 #define BEAT_MAGIC 0x5441454248475442ull /* "BTGHBEAT" little-endian */
 #define MAX_THREADS 4096
+/* Live stack of each "deep" thread; its stack is twice that. */
+#define DEEP_BYTES  (512u << 10)
+#define DEEP_FRAME  1024u
 
 static atomic_int started;
 static volatile uint64_t sink;
@@ -56,6 +61,27 @@ static void *sleeper(void *arg)
 	atomic_fetch_add(&started, 1);
 	for (;;)
 		pause();
+	return NULL;
+}
+
+/* Each level keeps DEEP_FRAME bytes live on the stack until the bottom. */
+static int descend(unsigned level)
+{
+	volatile uint8_t frame[DEEP_FRAME];
+
+	frame[0] = (uint8_t)level;
+	if (level * DEEP_FRAME < DEEP_BYTES)
+		return descend(level + 1) + frame[0];
+	atomic_fetch_add(&started, 1);
+	while (pause() < 0 || level)
+		;
+	return 0;
+}
+
+static void *deep_sleeper(void *arg)
+{
+	(void)arg;
+	descend(1);
 	return NULL;
 }
 
@@ -137,12 +163,13 @@ int main(int argc, char **argv)
 	int n;
 
 	if (argc < 4 || argc > 5 || (n = atoi(argv[2])) < 0 || n > MAX_THREADS ||
-	    (strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "busy") != 0) ||
+	    (strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "busy") != 0 &&
+	     strcmp(argv[1], "deep") != 0) ||
 	    (argc == 5 && ((tick_us = atol(argv[4])) < 1 || tick_us > 999999))) {
-		fprintf(stderr, "usage: %s idle|busy NTHREADS SHMFILE|- [TICK_US]\n", argv[0]);
+		fprintf(stderr, "usage: %s idle|busy|deep NTHREADS SHMFILE|- [TICK_US]\n", argv[0]);
 		return 2;
 	}
-	fn = strcmp(argv[1], "busy") == 0 ? spinner : sleeper;
+	fn = strcmp(argv[1], "busy") == 0 ? spinner : strcmp(argv[1], "deep") == 0 ? deep_sleeper : sleeper;
 	if (strcmp(argv[3], "-") != 0 && !(pg = map_page(argv[3])))
 		return 1;
 	if (backtrace(buf, 16) <= 0) {
@@ -152,7 +179,7 @@ int main(int argc, char **argv)
 	/* Small stacks: 1,024 threads x 8 MiB of reservation is pointless here. */
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_attr_setstacksize(&attr, fn == deep_sleeper ? 2 * DEEP_BYTES : 64 * 1024);
 	for (int i = 0; i < n; i++) {
 		int r = pthread_create(&t, &attr, fn, NULL);
 

@@ -121,7 +121,8 @@ static void print_help(void)
 "  " PROGRAM " unguard 1234                 restore real backtraces\n"
 "\n"
 "Authorization: root may act on any process; other users only on their own\n"
-"dumpable processes. The protocol is described in proto/PROTOCOL.md.\n",
+"dumpable processes. More in btguardctl(1) and btguardd(8); the protocol is\n"
+"PROTOCOL.md in the btguard documentation directory.\n",
 	      stdout);
 }
 

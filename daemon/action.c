@@ -401,7 +401,7 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	struct auth_target target;
 	struct procfs_stat st;
 	int32_t asked = t->pid;
-	pid_t pid = t->ours;
+	pid_t pid = t->ours, live;
 	char path[64];
 	ssize_t n;
 	int r;
@@ -441,13 +441,17 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	}
 	/* status only reads, so it works under a debugger; guard and unguard
 	 * must attach, which a tracer would make fail (or worse, disturb). */
-	if (target.status.tracer > 0 && action != PROTO_ACTION_STATUS) {
+	/* A tracer that is us is a thread still parked from an earlier deadline:
+	 * patch.c waits for its release instead of calling us a debugger. */
+	if (target.status.tracer > 0 && target.status.tracer != getpid() &&
+	    action != PROTO_ACTION_STATUS) {
 		/* Checked before seizing anything, so the tracer's session is untouched. */
 		snprintf(why, why_len, "process %d is already traced by process %d (a debugger or strace?)",
 			 asked, target.status.tracer);
 		return -BTG_ERR_TRACED;
 	}
-	if (target.status.state == 'Z' || target.status.state == 'X') {
+	/* A zombie main thread with live threads is a live process (pthread_exit() in main). */
+	if ((target.status.state == 'Z' || target.status.state == 'X') && procfs_live_task(pid, &live) < 0) {
 		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
 		return -BTG_ERR_ZOMBIE;
 	}
@@ -489,7 +493,7 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	r = prepare(caller, action, want, &pin, exe, sizeof(exe), res->message,
 		    sizeof(res->message));
 	if (r == 0)
-		r = patch_run(want->ours, &pin, action, deadline_ms, res);
+		r = patch_run(caller, want->ours, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);
 	log_action(caller, want->ours ? want->ours : want->pid, exe, res);
 	pin_close(&want->pidfd);

@@ -132,6 +132,32 @@ void log_msg(int priority, const char *fmt, ...)
 	emit(priority, line);
 }
 
+/*
+ * One MESSAGE_ID per kind of action record, so an operator can select
+ * "every guard that took effect" or "every denial" without parsing text
+ * (journalctl MESSAGE_ID=...; the recipes are in btguardd(8)).  Made once
+ * with `systemd-id128 new` and fixed forever: scripts and alerts match on
+ * them.  A successful status query is no event and carries none.
+ */
+#define MESSAGE_ID_GUARDED   "1edcf5a1d4f44a1ab89192b5ed4d9342"
+#define MESSAGE_ID_UNGUARDED "316fd372c9bb4be8b98283d2a03f0a0b"
+#define MESSAGE_ID_DENIED    "7fd544fc8d6847b4a99c7ed41de6f644"
+#define MESSAGE_ID_FAILED    "ae9800b1a81b4e2e959890db921c5189"
+
+/* The MESSAGE_ID of an action record, or NULL for a successful status. */
+static const char *action_message_id(const struct proto_result *res)
+{
+	if (res->error == BTG_ERR_DENIED)
+		return MESSAGE_ID_DENIED;
+	if (res->error != BTG_OK)
+		return MESSAGE_ID_FAILED;
+	if (res->action == PROTO_ACTION_GUARD)
+		return MESSAGE_ID_GUARDED;
+	if (res->action == PROTO_ACTION_UNGUARD)
+		return MESSAGE_ID_UNGUARDED;
+	return NULL;
+}
+
 static int action_priority(const struct proto_result *res)
 {
 	if (res->error == BTG_OK)
@@ -151,6 +177,7 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 	const char *error = res->error ? proto_error_name(res->error) : "";
 	bool wrote = res->flags & PROTO_RESULT_WROTE;
 	int priority = action_priority(res);
+	const char *message_id = action_message_id(res);
 
 	if (priority > log_max_priority)
 		return;
@@ -189,5 +216,7 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 			"BTGUARD_STATE=%s", state,
 			"BTGUARD_PAUSE_US=%u", res->pause_us,
 			"BTGUARD_WROTE=%d", wrote ? 1 : 0,
+			/* Last on purpose: without an ID, this NULL ends the list. */
+			message_id ? "MESSAGE_ID=%s" : NULL, message_id,
 			NULL);
 }

@@ -11,19 +11,25 @@
  *     without stopping; any foreign site refuses the whole request (we never
  *     write over bytes we do not understand).
  *  4. Attempt, until the deadline:
- *     a. if a thread is in uninterruptible sleep it could not stop and could
+ *     a. find the processes sharing the address space (vmshare.c): they run
+ *        the same bytes, so they are held and checked like threads; the
+ *        caller must be allowed to act on each;
+ *     b. if a thread is in uninterruptible sleep it could not stop and could
  *        not then be released: back off instead of seizing;
- *     b. stop every thread (ptrace.c);
- *     c. check the pin: the PID still names the process the request named;
- *     d. re-read the sites while stopped: they must still be what step 2
+ *     c. stop every thread of the target and of each sharer (ptrace.c);
+ *        then list /proc again for sharers created meanwhile, stop those
+ *        too, and confirm each still shares the memory;
+ *     d. check the pin: the PID still names the process the request named;
+ *     e. re-read the sites while stopped: they must still be what step 2
  *        saw, or somebody else is writing there;
- *     e. activeness check (stackcheck.c): no thread executes or will return
- *        into the bytes to change; if one does, resume all, back off, retry;
- *     f. write each site with one ptrace word, read it back, and if any read
+ *     f. activeness check (stackcheck.c): no thread executes or will return
+ *        into the bytes to change, and no saved PC on any of its stacks
+ *        points into them; if one does, resume all, back off, retry;
+ *     g. write each site with one ptrace word, read it back, and if any read
  *        back differs restore every word already written;
- *     g. resume every thread as it was.
+ *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
- * Every failure after 4b resumes the world before returning.
+ * Every failure after 4c resumes the world before returning.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +41,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "fault.h"
 #include "log.h"
 #include "patch.h"
 #include "procfs.h"
@@ -42,6 +50,7 @@
 #include "sites.h"
 #include "stackcheck.h"
 #include "timeutil.h"
+#include "vmshare.h"
 #include "watchdog.h"
 
 #define BACKOFF_FIRST_US 500
@@ -49,7 +58,10 @@
 
 struct attempt {
 	pid_t pid;
+	pid_t via;                        /* a live task of pid: reads go through it */
 	const struct patch_pin *pin;
+	const struct auth_caller *caller;
+	struct vmshare vs;                /* processes sharing the memory, this attempt */
 	bool guard;                       /* writing the stub (else the original) */
 	struct site_list *sites;
 	struct procfs_mapping *maps;      /* as of the last attempt */
@@ -75,13 +87,15 @@ static void fill_sites(struct proto_result *res, const struct site_list *sites)
 	res->state = (uint8_t)sites_proc_state(sites);
 }
 
-/* -BTG_ERR_BUSY naming the first thread found in uninterruptible sleep. */
-static int check_no_uninterruptible(pid_t pid, char *why, size_t why_len)
+/* -BTG_ERR_BUSY naming the first thread of pid found in uninterruptible sleep. */
+static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t why_len)
 {
 	pid_t *tids = NULL;
 	size_t n = 0;
 	int r = procfs_list_tasks(pid, &tids, &n);
 
+	if (r < 0 && sharer && (r == -ENOENT || r == -ESRCH))
+		return 0;  /* a sharer that exited holds nothing up */
 	if (r < 0)
 		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
 	for (size_t i = 0; i < n && r == 0; i++) {
@@ -144,6 +158,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	struct stackcheck *sc = a->sc;
 	struct timespec t0, t1;
 	size_t walked, scanned;
+	uint64_t scan_bytes;
 	int r = 0;
 
 	for (size_t i = 0; i < a->sites->n && nspans < PROTO_MAX_SITES; i++) {
@@ -167,7 +182,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 		if (r == -BTG_ERR_BUSY)
 			snprintf(a->why, a->why_len,
 				 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
-				 hit.tid, hit.by_scan ? "holds the stack word" :
+				 hit.tid, hit.by_scan ? "has on its stack (a return address or a signal frame's PC)" :
 				 hit.frame == 0 ? "is executing at" : "will return to", hit.pc);
 		else if (r < 0)
 			snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
@@ -175,9 +190,9 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	a->check_us = timespec_diff_us(&t0, &t1);
-	stackcheck_stats(sc, &walked, &scanned);
-	log_msg(LOG_DEBUG, "process %d: %zu threads cleared by stack walk, %zu by stack scan, check took %" PRIu64 " us",
-		a->pid, walked, scanned, a->check_us);
+	stackcheck_stats(sc, &walked, &scanned, &scan_bytes);
+	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, check took %" PRIu64 " us",
+		a->pid, scanned, scan_bytes, walked, a->check_us);
 	/* A stack we could not read is treated like a busy one: retry. */
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }
@@ -223,18 +238,137 @@ static int write_sites(struct attempt *a, pid_t tid)
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
 	 * fully as it was.  Writing a site's original word again is harmless.
+	 * An undo that fails is a broken promise: keep undoing the others, and
+	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &a->sites->v[j];
 		bool wrote = a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+		uint64_t back = site_word(s, !a->guard), got = ~back;
+		int u;
 
-		if (wrote)
-			ptrace_poke_word(tid, site_word_addr(s), site_word(s, !a->guard));
+		if (!wrote)
+			continue;
+		u = ptrace_poke_word(tid, site_word_addr(s), back);
+		if (u == 0)
+			u = ptrace_peek_word(tid, site_word_addr(s), &got);
+		if (u == 0 && got != back)
+			u = -BTG_ERR_VERIFY;
+		if (u < 0 && r != -BTG_ERR_INTERNAL) {
+			size_t len = strlen(a->why);
+
+			snprintf(a->why + len, a->why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
+				 s->object, site_word_addr(s), u <= -BTG_ERR_BASE ?
+				 proto_error_text((uint32_t)-u) : strerror(-u));
+			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
+				a->pid, s->object, site_word_addr(s));
+			r = -BTG_ERR_INTERNAL;
+		}
 	}
 	return r;
 }
 
-/* One stop-check-write-resume attempt (steps 4b-4g). */
+/*
+ * The caller must be allowed to act on every process it would stop.  A
+ * process it may not act on is not named to it: that would tell it about a
+ * process it cannot see.
+ */
+static int authorize_sharers(struct attempt *a, size_t from)
+{
+	for (size_t i = from; i < a->vs.n; i++) {
+		struct auth_target t;
+		char scratch[PROTO_MAX_MESSAGE + 1];
+		pid_t p = a->vs.sharers[i];
+		int r = auth_read_target(p, &t);
+
+		if (r == -BTG_ERR_NOPROC)
+			continue;  /* exited: nothing to hold */
+		if (r == 0)
+			r = auth_check(a->caller, &t, scratch, sizeof(scratch));
+		if (r < 0) {
+			if (a->caller->uid == 0)
+				snprintf(a->why, a->why_len,
+					 "process %d shares this address space and cannot be held with it: %s",
+					 p, scratch);
+			else
+				snprintf(a->why, a->why_len,
+					 "another process shares this address space, and you may not act on it");
+			return -BTG_ERR_SHARED;
+		}
+	}
+	return 0;
+}
+
+static int scan_sharers(struct attempt *a)
+{
+	int r;
+
+	vmshare_free(&a->vs);
+	r = vmshare_scan(&a->vs, a->via);
+	if (r < 0) {
+		snprintf(a->why, a->why_len,
+			 "cannot tell whether process %d shares this address space (kcmp: %s)",
+			 a->vs.failed_pid, strerror(-r));
+		return -BTG_ERR_SHARED;
+	}
+	return authorize_sharers(a, 0);
+}
+
+/* Steps 4b-4c before the stop: no task of any group in uninterruptible sleep. */
+static int check_world_interruptible(struct attempt *a)
+{
+	int r = check_no_uninterruptible(a->pid, false, a->why, a->why_len);
+
+	for (size_t i = 0; r == 0 && i < a->vs.n; i++)
+		r = check_no_uninterruptible(a->vs.sharers[i], true, a->why, a->why_len);
+	return r;
+}
+
+/*
+ * Step 4c once stopped: processes sharing the memory made since the scan
+ * were made by tasks now stopped, or by sharers now stopped: list again
+ * until none is new.  Then confirm every sharer held still shares it (its
+ * PID was not recycled between the scan and the seize).  On failure the
+ * world is resumed.
+ */
+static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
+{
+	size_t added;
+	int r;
+
+	for (;;) {
+		r = vmshare_rescan(&a->vs, &added);
+		if (r < 0) {
+			snprintf(a->why, a->why_len, "cannot list the processes sharing process %d's memory: %s",
+				 a->pid, strerror(-r));
+			ptrace_resume_all(w);
+			return -BTG_ERR_SHARED;
+		}
+		if (added == 0)
+			break;
+		r = authorize_sharers(a, a->vs.n - added);
+		if (r < 0) {
+			ptrace_resume_all(w);
+			return r;
+		}
+		r = ptrace_stop_more(w, a->vs.sharers + a->vs.n - added, added, a->deadline, a->why,
+				     a->why_len);
+		if (r < 0)
+			return r;
+	}
+	for (size_t g = 1; g < w->ngroups; g++) {
+		/* -ESRCH: it exited, which is fine; 1: its PID names another process now. */
+		if (vmshare_same(a->via, w->groups[g]) == 1) {
+			snprintf(a->why, a->why_len, "process %d stopped sharing this address space during the operation",
+				 w->groups[g]);
+			ptrace_resume_all(w);
+			return -BTG_ERR_BUSY;
+		}
+	}
+	return 0;
+}
+
+/* One stop-check-write-resume attempt (steps 4c-4h). */
 static int attempt_once(struct attempt *a)
 {
 	struct ptrace_world w;
@@ -244,13 +378,19 @@ static int attempt_once(struct attempt *a)
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
-	r = ptrace_stop_all(&w, a->pid, a->deadline, a->why, a->why_len);
+	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, a->deadline, a->why, a->why_len);
 	if (r < 0)
 		return r;
+	r = stop_late_sharers(a, &w);
+	if (r < 0) {
+		a->pause_us = ptrace_world_pause_us(&w);
+		return r;
+	}
+	fault_hold_world();
 	r = check_pin(a->pid, a->pin, a->why, a->why_len);
 	if (r < 0)
 		goto out_resume;
-	r = sites_read(a->pid, a->sites);
+	r = sites_read(a->via, a->sites);
 	if (r < 0) {
 		snprintf(a->why, a->why_len, "cannot read the sites of process %d while stopped", a->pid);
 		goto out_resume;
@@ -270,6 +410,14 @@ static int attempt_once(struct attempt *a)
 out_resume:
 	r2 = ptrace_resume_all(&w);
 	a->pause_us = ptrace_world_pause_us(&w);
+	if (w.all_stopped.tv_sec)
+		log_msg(LOG_DEBUG, "process %d: every task stopped from %lld.%09ld to %lld.%09ld (CLOCK_MONOTONIC)",
+			a->pid, (long long)w.all_stopped.tv_sec, w.all_stopped.tv_nsec,
+			(long long)w.first_resume.tv_sec, w.first_resume.tv_nsec);
+	if (w.detach_failed_tid)
+		log_msg(LOG_NOTICE, "process %d: detaching thread %d failed (%s); retried%s", a->pid,
+			w.detach_failed_tid, strerror(-w.detach_failed_err),
+			r2 < 0 ? ", and left to the orphan reaper" : ", and it went");
 	if (r == 0 && r2 < 0) {
 		snprintf(a->why, a->why_len, "detaching: %s", strerror(-r2));
 		r = r2;
@@ -296,7 +444,7 @@ static int refresh_maps(struct attempt *a)
 {
 	struct procfs_mapping *maps;
 	size_t n;
-	int r = procfs_read_maps(a->pid, &maps, &n);
+	int r = procfs_read_maps(a->via, &maps, &n);
 
 	if (r < 0)
 		return r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
@@ -331,6 +479,7 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 static int run_writes(struct attempt *a, struct proto_result *res)
 {
 	unsigned backoff = BACKOFF_FIRST_US;
+	char busy_why[PROTO_MAX_MESSAGE + 1] = "";
 	size_t todo;
 	int r;
 
@@ -357,7 +506,9 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		 */
 		r = check_pin(a->pid, a->pin, a->why, a->why_len);
 		if (r == 0)
-			r = check_no_uninterruptible(a->pid, a->why, a->why_len);
+			r = scan_sharers(a);
+		if (r == 0)
+			r = check_world_interruptible(a);
 		if (r == 0) {
 			r = attempt_once(a);
 			if (a->pause_us > res->pause_us || r == 0) {
@@ -370,6 +521,14 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 			a->why[0] = '\0';
 			return 0;
 		}
+		/*
+		 * An attempt the deadline cut short while stopping says less than
+		 * the check that refused the one before it: answer with that.
+		 */
+		if (r == -BTG_ERR_BUSY)
+			snprintf(busy_why, sizeof(busy_why), "%s", a->why);
+		else if (r == -BTG_ERR_STOP && busy_why[0] && !timespec_left(a->deadline, &left))
+			snprintf(a->why, a->why_len, "%s", busy_why);
 		if (!is_retryable(r) || !timespec_left(a->deadline, &left))
 			return r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r;
 		back_off(&backoff, a->deadline);
@@ -378,7 +537,7 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		if (r == 0)
 			r = refresh_maps(a);
 		if (r == 0) {
-			r = sites_read(a->pid, a->sites);
+			r = sites_read(a->via, a->sites);
 			if (r < 0)
 				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
 					 r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
@@ -392,25 +551,33 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	}
 }
 
-int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
-	      uint32_t deadline_ms, struct proto_result *res)
+int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+	      unsigned action, uint32_t deadline_ms, struct proto_result *res)
 {
 	struct procfs_mapping *maps = NULL;
 	struct site_list sites = { 0 };
 	struct timespec deadline;
 	size_t nmaps = 0;
+	pid_t via;
 	int r;
 
 	timespec_after_ms(&deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
 	res->state = PROTO_PROC_UNKNOWN;
-	r = procfs_read_maps(pid, &maps, &nmaps);
+	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
+	r = procfs_live_task(pid, &via);
+	if (r < 0) {
+		snprintf(res->message, sizeof(res->message), "process %d has exited", pid);
+		r = -BTG_ERR_GONE;
+		goto out;
+	}
+	r = procfs_read_maps(via, &maps, &nmaps);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot read /proc/%d/maps: %s", pid,
 			 strerror(-r));
 		r = r == -ESRCH || r == -ENOENT ? -BTG_ERR_GONE : r;
 		goto out;
 	}
-	r = sites_find(pid, maps, nmaps, &sites, res->message, sizeof(res->message));
+	r = sites_find(via, maps, nmaps, &sites, res->message, sizeof(res->message));
 	if (r < 0)
 		goto out;
 	fill_sites(res, &sites);
@@ -429,14 +596,15 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 	}
 
 	struct attempt a = {
-		.pid = pid, .pin = pin, .guard = action == PROTO_ACTION_GUARD,
+		.pid = pid, .via = via, .pin = pin, .caller = caller, .guard = action == PROTO_ACTION_GUARD,
 		.sites = &sites, .maps = maps, .nmaps = nmaps, .deadline = &deadline,
 		.why = res->message, .why_len = sizeof(res->message),
 	};
-	r = stackcheck_new(pid, maps, nmaps, &a.sc);
+	r = stackcheck_new(pid, via, maps, nmaps, &a.sc);
 	if (r == 0)
 		r = run_writes(&a, res);
 	stackcheck_free(a.sc);
+	vmshare_free(&a.vs);
 	maps = a.maps;  /* refreshed by retries */
 	/*
 	 * Report what the target holds now, whatever happened - if it is still
@@ -445,7 +613,7 @@ int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
 	 */
 	char scratch[PROTO_MAX_MESSAGE + 1];
 	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0)
-		sites_read(pid, &sites);
+		sites_read(via, &sites);
 	fill_sites(res, &sites);
 out:
 	res->error = proto_error_from_negative(r);

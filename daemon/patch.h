@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "../proto/proto.h"
+#include "auth.h"
 
 /* What pins the target: a pidfd and its start time, taken when the request arrived. */
 struct patch_pin {
@@ -18,11 +19,12 @@ struct patch_pin {
 };
 
 /*
- * Runs action (PROTO_ACTION_*) on pid.  Fills res->error (0 or a wire
- * code), state, sites, flags, pause_us, check_us and message.  Returns 0 or
- * the negative code also stored in res->error.
+ * Runs action (PROTO_ACTION_*) on pid for caller (already authorized for
+ * pid itself; processes sharing its memory are authorized here).  Fills
+ * res->error (0 or a wire code), state, sites, flags, pause_us, check_us
+ * and message.  Returns 0 or the negative code also stored in res->error.
  */
-int patch_run(pid_t pid, const struct patch_pin *pin, unsigned action,
-	      uint32_t deadline_ms, struct proto_result *res);
+int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+	      unsigned action, uint32_t deadline_ms, struct proto_result *res);
 
 #endif

@@ -585,20 +585,19 @@ static pid_t parse_pid_name(const char *s)
 	return (pid_t)v;
 }
 
-int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n)
+/* The numeric entries of a /proc directory, sorted; -ESRCH when it is gone. */
+static int list_pid_dir(const char *path, pid_t **ret, size_t *ret_n)
 {
 	struct pid_list l = { 0 };
-	char path[64];
 	struct dirent *de;
 	DIR *d;
 	int r;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	if (!d)
 		return errno == ENOENT ? -ESRCH : -errno;
 	for (;;) {
-		pid_t tid;
+		pid_t id;
 
 		errno = 0;
 		de = readdir(d);
@@ -609,18 +608,14 @@ int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n)
 			}
 			break;
 		}
-		tid = parse_pid_name(de->d_name);
-		if (tid < 0)
+		id = parse_pid_name(de->d_name);
+		if (id < 0)
 			continue;
-		r = pid_list_add(&l, tid);
+		r = pid_list_add(&l, id);
 		if (r < 0)
 			goto out_free_list;
 	}
 	closedir(d);
-	/* A live process always has a task; none means it exited while we
-	 * read the directory. */
-	if (l.n == 0)
-		return -ESRCH;
 	pid_list_sort_unique(&l);
 	*ret = l.v;
 	*ret_n = l.n;
@@ -629,6 +624,67 @@ int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n)
 out_free_list:
 	free(l.v);
 	closedir(d);
+	return r;
+}
+
+int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n)
+{
+	char path[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	r = list_pid_dir(path, ret, ret_n);
+	/* A live process always has a task; none means it exited while we
+	 * read the directory. */
+	if (r == 0 && *ret_n == 0) {
+		free(*ret);
+		return -ESRCH;
+	}
+	return r;
+}
+
+int procfs_list_processes(pid_t **ret, size_t *ret_n)
+{
+	return list_pid_dir("/proc", ret, ret_n);
+}
+
+static bool task_is_live(pid_t pid, pid_t tid)
+{
+	char path[64], *buf = NULL;
+	size_t len;
+	struct procfs_stat st;
+	bool live;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	if (procfs_read_file(path, 4096, &buf, &len) < 0)
+		return false;
+	live = procfs_parse_stat_buf(buf, len, &st) == 0 && st.state != 'Z' && st.state != 'X';
+	free(buf);
+	return live;
+}
+
+int procfs_live_task(pid_t pid, pid_t *ret)
+{
+	pid_t *tids;
+	size_t n;
+	int r;
+
+	if (task_is_live(pid, pid)) {
+		*ret = pid;
+		return 0;
+	}
+	r = procfs_list_tasks(pid, &tids, &n);
+	if (r < 0)
+		return r;
+	r = -ESRCH;
+	for (size_t i = 0; i < n; i++) {
+		if (tids[i] != pid && task_is_live(pid, tids[i])) {
+			*ret = tids[i];
+			r = 0;
+			break;
+		}
+	}
+	free(tids);
 	return r;
 }
 

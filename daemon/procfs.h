@@ -78,6 +78,18 @@ int procfs_read_stat(pid_t pid, struct procfs_stat *ret);
 int procfs_list_tasks(pid_t pid, pid_t **ret, size_t *ret_n);
 
 /*
+ * A task of PID that has not exited: PID itself, or, when its main thread
+ * has left with pthread_exit() (a zombie leader of a live process), another
+ * of its threads.  /proc/TID/{maps,mem,root,map_files} of that task reach
+ * the process's memory and files; the zombie leader's own read empty.
+ * -ESRCH when every task has exited.
+ */
+int procfs_live_task(pid_t pid, pid_t *ret);
+
+/* Lists every process (thread group) in /proc, sorted ascending. */
+int procfs_list_processes(pid_t **ret, size_t *ret_n);
+
+/*
  * Lists the children of every thread of PID (from
  * /proc/PID/task/TID/children), malloc'ed, sorted, without duplicates.
  */

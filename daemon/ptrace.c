@@ -31,21 +31,72 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "fault.h"
 #include "procfs.h"
+#define BTGUARD_PTRACE_IMPL
 #include "ptrace.h"
 #include "timeutil.h"
 #include "watchdog.h"
+
+/*
+ * The one call of ptrace(2) in btguard: 0 or -errno, and for PEEKTEXT the
+ * word in *ret_word.  (PEEKTEXT returns the word itself, so -1 is only an
+ * error when errno says so.)  The test build's fault injection hooks in
+ * here and nowhere else.
+ */
+static int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, uint64_t data,
+		       uint64_t *ret_word)
+{
+	long v;
+	int r = fault_before_ptrace((int)request);
+
+	if (r < 0)
+		return r;
+	errno = 0;
+	v = ptrace(request, tid, (void *)addr, (void *)data);
+	if (v == -1 && errno)
+		return -errno;
+	if (ret_word) {
+		*ret_word = (uint64_t)v;
+		fault_after_peek(ret_word);
+	}
+	return 0;
+}
+/* Everything below goes through ptrace_call(); ptrace.h poisons it for everybody else. */
+#pragma GCC poison ptrace
 
 /* Extra time a seized task gets to stop after the deadline before we park it. */
 #define ORPHAN_GRACE_MS 500
 #define MAX_ORPHANS 4096
 
+/* How often resume_all tries a detach that fails before it parks the task. */
+#define DETACH_TRIES 3
+
 struct orphan {
 	pid_t tid;
+	bool stopped;   /* in a ptrace-stop already, its detach failed: retry that */
+	int sig;        /* for a stopped one: the signal its detach re-injects */
 };
 
 static struct orphan orphans[MAX_ORPHANS];
 static size_t n_orphans;
+static size_t orphans_lost;   /* parked nowhere: the table was full (a broken invariant) */
+
+/* Parks a task we cannot let go yet; false (and counted) when the table is full. */
+static bool park(pid_t tid, bool stopped, int sig)
+{
+	if (n_orphans == MAX_ORPHANS) {
+		orphans_lost++;
+		return false;
+	}
+	orphans[n_orphans++] = (struct orphan){ .tid = tid, .stopped = stopped, .sig = sig };
+	return true;
+}
+
+size_t ptrace_orphans_lost(void)
+{
+	return orphans_lost;
+}
 
 uint64_t ptrace_world_pause_us(const struct ptrace_world *w)
 {
@@ -118,7 +169,7 @@ static bool orphan_settle(pid_t tid, int status)
 	if (WIFSTOPPED(status)) {
 		int sig = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
 
-		ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+		ptrace_call(PTRACE_DETACH, tid, 0, (uint64_t)sig, NULL);
 		return true;
 	}
 	return false;
@@ -143,9 +194,18 @@ static void orphan_status(pid_t tid, int status)
 size_t ptrace_reap_orphans(void)
 {
 	for (size_t i = 0; i < n_orphans;) {
-		int status;
-		pid_t r = waitpid(orphans[i].tid, &status, __WALL | WNOHANG);
+		int status, d;
+		pid_t r;
 
+		if (orphans[i].stopped) {
+			d = ptrace_call(PTRACE_DETACH, orphans[i].tid, 0, (uint64_t)orphans[i].sig, NULL);
+			if (d == 0 || d == -ESRCH)
+				orphan_remove(i);
+			else
+				i++;
+			continue;
+		}
+		r = waitpid(orphans[i].tid, &status, __WALL | WNOHANG);
 		if ((r < 0 && errno == ECHILD) || (r > 0 && orphan_settle(orphans[i].tid, status)))
 			orphan_remove(i);
 		else
@@ -175,7 +235,12 @@ static void task_record(struct ptrace_world *w, struct ptrace_task *t, int statu
 		if (is_job_stop_signal(WSTOPSIG(status)))
 			t->job_stopped = true;
 	} else if (event == PTRACE_EVENT_EXEC) {
-		w->exec_seen = true;
+		/* A sharer's exec (a vfork child's, typically) only takes it out
+		 * of the address space; the target's own exec ends the attempt. */
+		if (t->tgid == w->pid)
+			w->exec_seen = true;
+		else
+			w->exec_sharer = t->tgid;
 	} else if (event == 0) {
 		/* Signal-delivery-stop: the signal is ours to re-inject on detach. */
 		t->resume_sig = WSTOPSIG(status);
@@ -298,6 +363,11 @@ static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 		return 0;
 	if (st.state == 'Z' || st.state == 'X')
 		return 0;
+	if (st.tracer > 0 && st.tracer == getpid()) {
+		/* Ours: parked after an earlier deadline, not stopped yet. */
+		snprintf(why, why_len, "thread %d is still being released from an earlier operation", tid);
+		return -BTG_ERR_BUSY;
+	}
 	if (st.tracer > 0) {
 		snprintf(why, why_len, "thread %d is already traced by process %d", tid, st.tracer);
 		return -BTG_ERR_TRACED;
@@ -306,32 +376,60 @@ static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 	return -EPERM;
 }
 
-static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_len)
+static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, size_t why_len)
 {
 	struct ptrace_task *t;
 
-	if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)PTRACE_O_TRACEEXEC) < 0) {
-		if (errno == ESRCH)
+	int r = ptrace_call(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC, NULL);
+
+	if (r < 0) {
+		if (r == -ESRCH)
 			return 0;
-		if (errno == EPERM)
-			return seize_refused(w->pid, tid, why, why_len);
-		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(errno));
-		return -errno;
+		if (r == -EPERM)
+			return seize_refused(tgid, tid, why, why_len);
+		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(-r));
+		return r;
 	}
 	t = task_add(w, tid);
 	if (!t) {
 		/* Cannot track it: let it go at once (it is not stopped yet, so
 		 * it may take an interrupt-free detach only after stopping). */
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-		if (n_orphans < MAX_ORPHANS)
-			orphans[n_orphans++].tid = tid;
+		ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
+		park(tid, false, 0);
 		return -ENOMEM;
 	}
 	t->seized = true;
+	t->tgid = tgid;
 	w->pending++;
 	/* ESRCH here means it is exiting; its exit status still comes to us. */
-	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
 	return 0;
+}
+
+/* Seizes the threads of one process not yet known. */
+static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why_len)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+	int r = procfs_list_tasks(tgid, &tids, &n);
+
+	if (r < 0) {
+		if (tgid != w->pid && (r == -ENOENT || r == -ESRCH))
+			return 0;   /* a sharer that exited: nothing left to hold */
+		snprintf(why, why_len, "process %d disappeared", tgid);
+		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (task_find(w, tids[i]))
+			continue;
+		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
+			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
+		r = seize_one(w, tgid, tids[i], why, why_len);
+		if (r < 0)
+			break;
+	}
+	free(tids);
+	return r;
 }
 
 /*
@@ -342,24 +440,11 @@ static int seize_one(struct ptrace_world *w, pid_t tid, char *why, size_t why_le
  */
 static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why, size_t why_len)
 {
-	pid_t *tids = NULL;
-	size_t n = 0, before = w->n;
-	int r = procfs_list_tasks(w->pid, &tids, &n);
+	size_t before = w->n;
+	int r = 0;
 
-	if (r < 0) {
-		snprintf(why, why_len, "process %d disappeared", w->pid);
-		return r == -ENOENT || r == -ESRCH ? -BTG_ERR_GONE : r;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (task_find(w, tids[i]))
-			continue;
-		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
-			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
-		r = seize_one(w, tids[i], why, why_len);
-		if (r < 0)
-			break;
-	}
-	free(tids);
+	for (size_t g = 0; g < w->ngroups && r == 0; g++)
+		r = seize_group(w, w->groups[g], why, why_len);
 	sort_tasks(w);
 	*ret_new = w->n - before;
 	return r;
@@ -375,8 +460,8 @@ static void reap_or_park(pid_t tid)
 {
 	int status;
 
-	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0 && n_orphans < MAX_ORPHANS)
-		orphans[n_orphans++].tid = tid;
+	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0)
+		park(tid, false, 0);
 }
 
 static int read_all_regs(struct ptrace_world *w)
@@ -388,15 +473,22 @@ static int read_all_regs(struct ptrace_world *w)
 
 		if (!t->stopped || t->gone)
 			continue;
-		if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0) {
-			if (errno != ESRCH)
-				return -errno;
+		if (t->have_regs) {
+			alive++;
+			continue;
+		}
+		int r = ptrace_call(PTRACE_GETREGS, t->tid, 0, (uint64_t)(uintptr_t)&t->regs, NULL);
+
+		if (r < 0) {
+			if (r != -ESRCH)
+				return r;
 			/* Killed while stopped: resume_all skips gone tasks, so
 			 * collect (or park) its exit status here. */
 			reap_or_park(t->tid);
 			t->gone = true;
 			continue;
 		}
+		t->have_regs = true;
 		alive++;
 	}
 	return alive ? 0 : -BTG_ERR_GONE;
@@ -413,34 +505,41 @@ static void park_stragglers(struct ptrace_world *w)
 		struct ptrace_task *t = &w->tasks[i];
 
 		if (t->seized && !t->stopped && !t->gone) {
-			if (n_orphans < MAX_ORPHANS)
-				orphans[n_orphans++].tid = t->tid;
+			park(t->tid, false, 0);
 			t->seized = false;
 			w->pending--;
 		}
 	}
 }
 
-int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *deadline,
-		    char *why, size_t why_len)
+static int add_groups(struct ptrace_world *w, const pid_t *pids, size_t n, char *why, size_t why_len)
 {
-	sigset_t chld;
+	for (size_t i = 0; i < n; i++) {
+		bool known = false;
+
+		for (size_t g = 0; g < w->ngroups; g++)
+			known = known || w->groups[g] == pids[i];
+		if (known)
+			continue;
+		if (w->ngroups == PTRACE_MAX_GROUPS) {
+			snprintf(why, why_len, "more than %d processes share the memory of process %d",
+				 PTRACE_MAX_GROUPS - 1, w->pid);
+			return -BTG_ERR_SHARED;
+		}
+		w->groups[w->ngroups++] = pids[i];
+	}
+	return 0;
+}
+
+/*
+ * Stops every thread of every group, then reads the registers of those
+ * newly stopped.  On failure resumes the whole world.
+ */
+static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, char *why,
+		       size_t why_len)
+{
 	size_t added;
 	int r;
-
-	memset(w, 0, sizeof(*w));
-	w->pid = pid;
-	w->sigchld_fd = -1;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
-		return -EINVAL;
-	w->mask_saved = true;
-	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (w->sigchld_fd < 0) {
-		r = -errno;
-		goto out_resume;
-	}
 
 	/*
 	 * A thread running clone() when we interrupt it finishes the call
@@ -453,8 +552,15 @@ int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *de
 			goto out_resume;
 		wait_for_stops(w, deadline);
 		if (w->exec_seen) {
-			snprintf(why, why_len, "process %d called execve() while being stopped", pid);
+			snprintf(why, why_len, "process %d called execve() while being stopped", w->pid);
 			r = -BTG_ERR_EXEC;
+			goto out_resume;
+		}
+		if (w->exec_sharer) {
+			/* It left the address space: the next attempt will not see it. */
+			snprintf(why, why_len, "process %d, which shared the memory, called execve() while being stopped",
+				 w->exec_sharer);
+			r = -BTG_ERR_BUSY;
 			goto out_resume;
 		}
 		if (count_pending(w) > 0) {
@@ -474,11 +580,12 @@ int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *de
 	r = read_all_regs(w);
 	if (r < 0) {
 		if (r == -BTG_ERR_GONE)
-			snprintf(why, why_len, "process %d exited while being stopped", pid);
+			snprintf(why, why_len, "process %d exited while being stopped", w->pid);
 		else
 			snprintf(why, why_len, "PTRACE_GETREGS: %s", strerror(-r));
 		goto out_resume;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &w->all_stopped);
 	return 0;
 
 out_resume:
@@ -487,30 +594,88 @@ out_resume:
 	return r;
 }
 
+int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, size_t nsharers,
+		    const struct timespec *deadline, char *why, size_t why_len)
+{
+	sigset_t chld;
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->groups[w->ngroups++] = pid;
+	w->sigchld_fd = -1;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
+		return -EINVAL;
+	w->mask_saved = true;
+	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (w->sigchld_fd < 0) {
+		r = -errno;
+		goto out_resume;
+	}
+	r = add_groups(w, sharers, nsharers, why, why_len);
+	if (r < 0)
+		goto out_resume;
+	return stop_groups(w, deadline, why, why_len);
+
+out_resume:
+	ptrace_resume_all(w);
+	return r;
+}
+
+int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nsharers,
+		     const struct timespec *deadline, char *why, size_t why_len)
+{
+	int r = add_groups(w, sharers, nsharers, why, why_len);
+
+	if (r < 0) {
+		ptrace_resume_all(w);
+		return r;
+	}
+	return stop_groups(w, deadline, why, why_len);
+}
+
 int ptrace_resume_all(struct ptrace_world *w)
 {
+	size_t lost_before = orphans_lost;
 	int first = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &w->first_resume);
 	for (size_t i = 0; i < w->n; i++) {
 		struct ptrace_task *t = &w->tasks[i];
+		int r = -EINVAL;
 
 		if (!t->seized || t->gone)
 			continue;
 		if (!t->stopped) {
 			/* Only reachable through an internal error: never strand it. */
-			if (n_orphans < MAX_ORPHANS)
-				orphans[n_orphans++].tid = t->tid;
+			park(t->tid, false, 0);
 			continue;
 		}
-		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)t->resume_sig) == 0)
+		for (int tries = 0; tries < DETACH_TRIES; tries++) {
+			r = ptrace_call(PTRACE_DETACH, t->tid, 0, (uint64_t)t->resume_sig, NULL);
+			if (r == 0 || r == -ESRCH)
+				break;
+			/* Retried, and said: a detach that failed is never let pass quietly. */
+			if (!w->detach_failed_tid) {
+				w->detach_failed_tid = t->tid;
+				w->detach_failed_err = r;
+			}
+		}
+		if (r == 0)
 			continue;
-		if (errno == ESRCH) {
+		if (r == -ESRCH) {
 			reap_or_park(t->tid);
 			continue;
 		}
+		/* Still stopped and ours: the orphan reaper keeps trying. */
+		park(t->tid, true, t->resume_sig);
 		if (!first)
-			first = -errno;
+			first = r;
 	}
+	if (orphans_lost != lost_before && !first)
+		first = -BTG_ERR_INTERNAL;
 	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
 	if (w->sigchld_fd >= 0) {
 		drain_signalfd(w->sigchld_fd);
@@ -528,19 +693,10 @@ int ptrace_resume_all(struct ptrace_world *w)
 
 int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret)
 {
-	long v;
-
-	errno = 0;
-	v = ptrace(PTRACE_PEEKTEXT, tid, (void *)addr, 0);
-	if (errno)
-		return -errno;
-	*ret = (uint64_t)v;
-	return 0;
+	return ptrace_call(PTRACE_PEEKTEXT, tid, addr, 0, ret);
 }
 
 int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word)
 {
-	if (ptrace(PTRACE_POKETEXT, tid, (void *)addr, (void *)word) < 0)
-		return -errno;
-	return 0;
+	return ptrace_call(PTRACE_POKETEXT, tid, addr, word, NULL);
 }

@@ -20,18 +20,30 @@
 
 #include "arch.h"
 
+/* Outside ptrace.c nobody calls ptrace(2): ptrace_* is the boundary. */
+#ifndef BTGUARD_PTRACE_IMPL
+#pragma GCC poison ptrace
+#endif
+
 struct ptrace_task {
 	pid_t tid;
+	pid_t tgid;          /* its process: the target or a process sharing its memory */
 	bool  seized;        /* we are its tracer */
 	bool  stopped;       /* it reported a ptrace-stop to us */
 	bool  gone;          /* it exited while we held it */
 	bool  job_stopped;   /* it was (or became) job-control stopped */
 	int   resume_sig;    /* signal caught in signal-delivery-stop, re-injected on detach */
-	arch_regs_t regs;    /* valid once stopped */
+	bool  have_regs;     /* regs below were read */
+	arch_regs_t regs;
 };
 
+/* Processes held together: the target and those sharing its address space. */
+#define PTRACE_MAX_GROUPS 64
+
 struct ptrace_world {
-	pid_t pid;
+	pid_t pid;               /* the target */
+	pid_t groups[PTRACE_MAX_GROUPS];  /* groups[0] == pid */
+	size_t ngroups;
 	struct ptrace_task *tasks;
 	size_t n, cap;
 	size_t sorted;           /* tasks[0..sorted) are in TID order */
@@ -39,33 +51,55 @@ struct ptrace_world {
 	int sigchld_fd;          /* signalfd for SIGCHLD while the world is held */
 	sigset_t saved_mask;
 	bool mask_saved;
-	bool exec_seen;          /* a task reported PTRACE_EVENT_EXEC */
-	struct timespec first_stop, last_resume;  /* CLOCK_MONOTONIC */
+	bool exec_seen;          /* a task of the target reported PTRACE_EVENT_EXEC */
+	pid_t exec_sharer;       /* a process sharing the memory that exec'd (it left) */
+	/* CLOCK_MONOTONIC: the first stop request, the moment every task was
+	 * stopped (last), the first and the last detach. */
+	struct timespec first_stop, all_stopped, first_resume, last_resume;
+	pid_t detach_failed_tid;  /* the first task whose detach failed (then retried), or 0 */
+	int detach_failed_err;    /* and why */
 };
 
 /* Returns the stopped window (first stop request to last resume) in µs. */
 uint64_t ptrace_world_pause_us(const struct ptrace_world *w);
 
 /*
- * Seizes and interrupts every thread of PID, re-listing /proc/PID/task
- * until no new thread appears, and waits (until deadline, CLOCK_MONOTONIC)
- * for each to stop.  Threads that exit meanwhile are dropped.  Register sets
- * are read for every stopped thread.
+ * Seizes and interrupts every thread of PID and of each of the nsharers
+ * processes that share its memory, re-listing /proc/PID/task until no new
+ * thread appears, and waits (until deadline, CLOCK_MONOTONIC) for each to
+ * stop.  Threads that exit meanwhile are dropped, as are sharers that exit.
+ * Register sets are read for every stopped thread.
  *
  * On failure the world is already resumed (nothing left stopped) and the
  * error says why: -BTG_ERR_TRACED (why names the tracer), -BTG_ERR_GONE,
- * -BTG_ERR_EXEC, -BTG_ERR_STOP (why names the thread), -EPERM, ...
+ * -BTG_ERR_EXEC, -BTG_ERR_STOP (why names the thread), -BTG_ERR_BUSY (a
+ * sharer exec'd, or a thread is still being released from an earlier
+ * operation), -BTG_ERR_SHARED (too many sharers), -EPERM, ...
  * On success the caller must call ptrace_resume_all().
  */
-int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const struct timespec *deadline,
-		    char *why, size_t why_len);
+int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, size_t nsharers,
+		    const struct timespec *deadline, char *why, size_t why_len);
+
+/*
+ * Adds processes sharing the memory to a stopped world and stops them too.
+ * On failure the whole world is resumed, as ptrace_stop_all does.
+ */
+int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nsharers,
+		     const struct timespec *deadline, char *why, size_t why_len);
 
 /*
  * Detaches every stopped thread, re-injecting pending signals; job-stopped
  * threads go back to their job-control stop (the kernel reinstates it).
- * Keeps going after a failure; returns the first error.  Frees the world.
+ * A detach that fails is retried, and if it keeps failing the task is
+ * parked for the orphan reaper to retry (w->detach_failed_tid names the
+ * first one either way).  Keeps going after a failure; returns the first
+ * error, -BTG_ERR_INTERNAL if a task could not even be parked.  Frees the
+ * task list (the world's other fields stay readable).
  */
 int ptrace_resume_all(struct ptrace_world *w);
+
+/* Tasks that could not be parked since start (the table was full): a broken invariant. */
+size_t ptrace_orphans_lost(void);
 
 /* One word of target memory through a stopped task. */
 int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret);

@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * Stack walks for the activeness check.
+ * The activeness check: may we change bytes under a stopped thread?
  *
- * libunwind's remote unwinder (the engine of libunwind-ptrace, driven here
- * by accessors of our own, below) walks a stopped thread's frames from its
- * registers using the target's unwind tables, and steps through signal
- * frames, so a handler running on an alternate signal stack still leads
- * back to the PC it interrupted.  A walk can fail (no unwind info, a stack switched by a
- * coroutine library, objects unreadable from our mount namespace); then we
- * fall back to treating every word of the thread's live stack as a possible
- * return address.  That may refuse a safe moment, never accept an unsafe
- * one: a refusal only costs a retry.
+ * The rule is a conservative scan, not a stack walk: every word of the
+ * thread's live stack (from its stack pointer, less the red zone, to the
+ * end of that mapping) counts as a PC the thread may resume at, and one
+ * strictly inside the bytes to change refuses the moment.  That catches
+ * return addresses and, what a walk can miss, the PC saved in a signal
+ * frame: a walk through a handler built without unwind tables, or through
+ * code that zeroed its frame pointer, "completes" early without ever
+ * reaching the frame, and a write under the interrupted PC crashes the
+ * thread when the handler returns.  The scan needs no unwind info and a
+ * false hit (a stale word that happens to point a byte or two into the
+ * function) only costs a retry.
+ *
+ * When the thread is not on its home stack (a handler on a sigaltstack, a
+ * coroutine stack), signal frames may also sit on the stack it came from.
+ * libunwind's remote unwinder (driven here by accessors of our own, below)
+ * then walks from the registers through signal frames, and every other
+ * stack a frame is found on is scanned too; if the walk cannot finish, the
+ * whole home stack is scanned.  Scans are bounded (SCAN_MAX_BYTES per
+ * stack); a stack larger than that counts as unsafe.
  */
 #include <elf.h>
 #include <errno.h>
@@ -67,6 +77,7 @@ struct table {
 
 struct stackcheck {
 	pid_t pid;
+	pid_t via;                 /* a live task of pid, to read its memory through */
 	unw_addr_space_t as;
 	const struct procfs_mapping *maps;
 	size_t nmaps;
@@ -76,7 +87,8 @@ struct stackcheck {
 	uint64_t stack_lo, stack_hi;
 	struct table tables[MAX_TABLES];
 	size_t ntables;
-	size_t walked, scanned;    /* threads settled by a full walk / by the scan */
+	size_t walked, scanned;    /* threads that needed a walk / threads scanned */
+	uint64_t scan_bytes;       /* stack bytes scanned since the last reset */
 	const arch_regs_t *regs;   /* of the thread being walked */
 };
 
@@ -133,7 +145,7 @@ static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 	if (c->tag[slot] == page + 1)
 		return data;
 	c->tag[slot] = 0;
-	if (process_vm_readv(sc->pid, &local, 1, &remote, 1, 0) != PAGE_BYTES)
+	if (process_vm_readv(sc->via, &local, 1, &remote, 1, 0) != PAGE_BYTES)
 		return NULL;
 	c->tag[slot] = page + 1;
 	return data;
@@ -328,7 +340,7 @@ static unw_accessors_t accessors = {
 	.get_proc_name = acc_get_proc_name,
 };
 
-int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size_t nmaps,
 		   struct stackcheck **ret)
 {
 	struct stackcheck *sc = calloc(1, sizeof(*sc));
@@ -344,6 +356,7 @@ int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	}
 	unw_set_caching_policy(sc->as, UNW_CACHE_GLOBAL);
 	sc->pid = pid;
+	sc->via = via;
 	sc->maps = maps;
 	sc->nmaps = nmaps;
 	*ret = sc;
@@ -355,6 +368,7 @@ void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, 
 	cache_empty(&sc->pages);
 	sc->ntables = 0;
 	sc->walked = sc->scanned = 0;
+	sc->scan_bytes = 0;
 	sc->maps = maps;
 	sc->nmaps = nmaps;
 	/* Cached unwind rules are keyed by address; a remapped object would reuse them. */
@@ -371,41 +385,6 @@ void stackcheck_free(struct stackcheck *sc)
 	cache_free(&sc->stack);
 	free(sc->chunk);
 	free(sc);
-}
-
-/* 0: complete walk, nothing found; 1: hit; <0: the walk could not finish. */
-static int walk(struct stackcheck *sc, const arch_regs_t *regs,
-		const struct stackcheck_span *spans, size_t nspans, struct stackcheck_hit *hit)
-{
-	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
-	unw_cursor_t cursor;
-	int r, frame = 0;
-
-	sc->regs = regs;
-	sc->stack_lo = m ? m->start : 0;
-	sc->stack_hi = m ? m->end : 0;
-	cache_empty(&sc->stack);
-	r = unw_init_remote(&cursor, sc->as, sc);
-	if (r < 0)
-		return -EFAULT;
-	for (;;) {
-		unw_word_t ip;
-
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0)
-			return -EFAULT;
-		if (stackcheck_pc_unsafe(ip, spans, nspans)) {
-			hit->pc = ip;
-			hit->frame = frame;
-			return 1;
-		}
-		if (++frame >= WALK_MAX_FRAMES)
-			return -ELOOP;
-		r = unw_step(&cursor);
-		if (r == 0)
-			return 0;   /* reached the outermost frame */
-		if (r < 0)
-			return -EFAULT;
-	}
 }
 
 /* /proc/PID/maps lists mappings in address order, so a binary search finds one. */
@@ -426,18 +405,50 @@ static const struct procfs_mapping *find_mapping(const struct stackcheck *sc, ui
 	return NULL;
 }
 
-/* 0: nothing found; 1: hit; <0: could not scan (unsafe). */
-static int scan(struct stackcheck *sc, pid_t tid, uint64_t sp, const struct stackcheck_span *spans,
-		size_t nspans, struct stackcheck_hit *hit)
-{
-	const struct procfs_mapping *m = find_mapping(sc, sp);
-	uint64_t lo, hi;
+/*
+ * What one thread's check has scanned: each stack from the lowest stack
+ * pointer seen on it.  A thread is on at most a few (home, sigaltstack,
+ * coroutine); more than MAX_STACKS counts as unsafe.  Off its home stack,
+ * the scans also note the lowest word that points into the home stack:
+ * the stack pointer saved where the thread left home (a signal frame, a
+ * coroutine context) is one of those words, so home is live from there up.
+ */
+#define MAX_STACKS 8
 
-	if (!m)
-		return -EFAULT;
-	lo = sp >= m->start + ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : m->start;
+struct scanned {
+	const struct procfs_mapping *m[MAX_STACKS];
+	size_t n;
+	const struct procfs_mapping *home;  /* NULL: on home, nothing to note */
+	uint64_t min_home;                  /* UINT64_MAX: no word points there */
+};
+
+static bool already_scanned(const struct scanned *done, const struct procfs_mapping *m)
+{
+	for (size_t i = 0; i < done->n; i++)
+		if (done->m[i] == m)
+			return true;
+	return false;
+}
+
+static void note_home_pointers(struct scanned *done, const uint64_t *words, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (words[i] >= done->home->start && words[i] < done->home->end &&
+		    words[i] < done->min_home)
+			done->min_home = words[i];
+}
+
+/*
+ * Scans the words of m from lo to its end.  0: nothing found; 1: hit;
+ * <0: could not scan (unsafe).
+ */
+static int scan_range(struct stackcheck *sc, pid_t tid, const struct procfs_mapping *m, uint64_t lo,
+		      struct scanned *done, const struct stackcheck_span *spans, size_t nspans,
+		      struct stackcheck_hit *hit)
+{
+	uint64_t hi = m->end;
+
 	lo &= ~(uint64_t)7;
-	hi = m->end;
 	if (hi - lo > SCAN_MAX_BYTES)
 		return -E2BIG;
 	while (lo < hi) {
@@ -455,46 +466,154 @@ static int scan(struct stackcheck *sc, pid_t tid, uint64_t sp, const struct stac
 		n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
 		if (n <= 0)
 			return -EFAULT;
+		sc->scan_bytes += (uint64_t)n;
 		if (stackcheck_scan_words(sc->chunk, (size_t)n / sizeof(uint64_t), spans, nspans, &pc)) {
 			hit->pc = pc;
 			hit->frame = -1;
 			hit->by_scan = true;
 			return 1;
 		}
+		if (done->home && m != done->home)
+			note_home_pointers(done, sc->chunk, (size_t)n / sizeof(uint64_t));
 		lo += (uint64_t)n & ~(uint64_t)7;
 	}
 	return 0;
+}
+
+/* Scans the stack sp lies on, from sp less the red zone, unless done already. */
+static int scan_stack(struct stackcheck *sc, pid_t tid, uint64_t sp, struct scanned *done,
+		      const struct stackcheck_span *spans, size_t nspans, struct stackcheck_hit *hit)
+{
+	const struct procfs_mapping *m = find_mapping(sc, sp);
+	uint64_t lo;
+
+	if (!m)
+		return -EFAULT;  /* a stack mapped after we read the maps: retry */
+	if (already_scanned(done, m))
+		return 0;
+	if (done->n == MAX_STACKS)
+		return -E2BIG;
+	done->m[done->n++] = m;
+	lo = sp >= m->start + ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : m->start;
+	return scan_range(sc, tid, m, lo, done, spans, nspans, hit);
+}
+
+/*
+ * The stack a thread runs on when no handler or coroutine has moved it:
+ * the main thread's is "[stack]"; another thread's is the mapping holding
+ * its thread pointer, since glibc puts the thread control block at the top
+ * of the stack it allocates.  NULL when neither applies (a thread made with
+ * a raw clone()).
+ */
+static const struct procfs_mapping *home_stack(const struct stackcheck *sc, pid_t tid,
+						const arch_regs_t *regs)
+{
+	if (tid == sc->pid) {
+		for (size_t i = 0; i < sc->nmaps; i++)
+			if (!strcmp(sc->maps[i].path, "[stack]"))
+				return &sc->maps[i];
+		return NULL;
+	}
+	return find_mapping(sc, arch_regs_thread_pointer(regs));
+}
+
+/*
+ * Walks the thread's frames, through signal frames, and scans each stack a
+ * frame's stack pointer lies on.  0: complete walk, nothing found; 1: hit;
+ * <0: the walk could not finish.
+ */
+static int walk(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs, struct scanned *done,
+		const struct stackcheck_span *spans, size_t nspans, struct stackcheck_hit *hit)
+{
+	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
+	unw_cursor_t cursor;
+	int r, frame = 0;
+
+	sc->regs = regs;
+	sc->stack_lo = m ? m->start : 0;
+	sc->stack_hi = m ? m->end : 0;
+	cache_empty(&sc->stack);
+	r = unw_init_remote(&cursor, sc->as, sc);
+	if (r < 0)
+		return -EFAULT;
+	for (;;) {
+		unw_word_t ip, sp;
+
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 ||
+		    unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0)
+			return -EFAULT;
+		if (stackcheck_pc_unsafe(ip, spans, nspans)) {
+			hit->pc = ip;
+			hit->frame = frame;
+			return 1;
+		}
+		r = scan_stack(sc, tid, sp, done, spans, nspans, hit);
+		if (r != 0)
+			return r;
+		if (++frame >= WALK_MAX_FRAMES)
+			return -ELOOP;
+		r = unw_step(&cursor);
+		if (r == 0)
+			return 0;   /* reached the outermost frame */
+		if (r < 0)
+			return -EFAULT;
+	}
 }
 
 int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit)
 {
+	struct scanned done = { .n = 0, .min_home = UINT64_MAX };
+	const struct procfs_mapping *home, *here;
+	uint64_t lo;
 	int r;
 
 	memset(hit, 0, sizeof(*hit));
 	hit->tid = tid;
-	/* The thread's own PC first: no walk is needed to refuse. */
+	/* The thread's own PC first: nothing needs reading to refuse. */
 	if (stackcheck_pc_unsafe(arch_regs_pc(regs), spans, nspans)) {
 		hit->pc = arch_regs_pc(regs);
 		return -BTG_ERR_BUSY;
 	}
-	r = walk(sc, regs, spans, nspans, hit);
-	if (r == 0)
-		sc->walked++;
-	if (r == 0)
-		return 0;
+	sc->scanned++;
+	here = find_mapping(sc, arch_regs_sp(regs));
+	home = home_stack(sc, tid, regs);
+	if (here && home && here != home)
+		done.home = home;
+	r = scan_stack(sc, tid, arch_regs_sp(regs), &done, spans, nspans, hit);
 	if (r == 1)
 		return -BTG_ERR_BUSY;
-	sc->scanned++;
-	r = scan(sc, tid, arch_regs_sp(regs), spans, nspans, hit);
+	if (r < 0 || !done.home)
+		return r;
+	/*
+	 * Off its home stack: signal frames may wait on the stacks it came
+	 * from.  The walk finds those it can (a failed walk is no verdict: the
+	 * scans are); then home is scanned from the lowest word pointing into
+	 * it, or whole when none does.
+	 */
+	sc->walked++;
+	r = walk(sc, tid, regs, &done, spans, nspans, hit);
+	if (r == 1)
+		return -BTG_ERR_BUSY;
+	if (r == -E2BIG)
+		return r;
+	if (already_scanned(&done, home))
+		return 0;
+	lo = home->start;
+	if (done.min_home != UINT64_MAX)
+		lo = done.min_home >= home->start + ARCH_RED_ZONE ? done.min_home - ARCH_RED_ZONE
+								 : home->start;
+	r = scan_range(sc, tid, home, lo, &done, spans, nspans, hit);
 	if (r == 1)
 		return -BTG_ERR_BUSY;
 	return r;
 }
 
-void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned)
+void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned,
+		      uint64_t *ret_scan_bytes)
 {
 	*ret_walked = sc->walked;
 	*ret_scanned = sc->scanned;
+	*ret_scan_bytes = sc->scan_bytes;
 }

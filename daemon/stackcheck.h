@@ -24,8 +24,8 @@ struct stackcheck_span {
 struct stackcheck_hit {
 	pid_t    tid;
 	uint64_t pc;
-	int      frame;       /* 0: the thread's own PC; -1: found by the stack scan */
-	bool     by_scan;     /* the walk failed and the conservative scan found it */
+	int      frame;       /* 0: the thread's own PC; >0: a frame of the walk; -1: the scan */
+	bool     by_scan;     /* a stack word: a return address or a signal frame's saved PC */
 };
 
 /* True when a thread resuming at pc would execute from inside a span. */
@@ -40,10 +40,11 @@ struct stackcheck;
 /*
  * Prepares checks of one process: allocations and the unwinder's address
  * space, made before the process is stopped so the stopped window holds
- * only the walks.  maps are the target's mappings; they must outlive the
+ * only the walks.  via is a live task of pid (procfs_live_task) to read
+ * memory through.  maps are the target's mappings; they must outlive the
  * check until the next stackcheck_reset.
  */
-int stackcheck_new(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size_t nmaps,
 		   struct stackcheck **ret);
 
 /*
@@ -54,17 +55,20 @@ void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, 
 void stackcheck_free(struct stackcheck *sc);
 
 /*
- * Checks one stopped thread: walks its stack with libunwind-ptrace
- * (depth-capped, through signal frames); if the walk fails or hits the
- * cap, scans its live stack words instead.  0 when safe, -BTG_ERR_BUSY with
- * *hit filled when not, another negative code when it could not tell
- * (callers treat that as unsafe too).
+ * Checks one stopped thread: its PC, then every word of its live stack
+ * (the rule; see stackcheck.c).  Off its home stack (a sigaltstack, a
+ * coroutine stack) it also walks the frames with libunwind-ptrace, through
+ * signal frames, scanning each stack the walk reaches, or the whole home
+ * stack when the walk cannot finish.  0 when safe, -BTG_ERR_BUSY with *hit
+ * filled when not, another negative code when it could not tell (callers
+ * treat that as unsafe too).
  */
 int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit);
 
-/* How many threads a complete walk cleared, and how many needed the scan. */
-void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned);
+/* Since the last reset: threads scanned, threads that also needed a walk, bytes scanned. */
+void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned,
+		      uint64_t *ret_scan_bytes);
 
 #endif

@@ -543,6 +543,8 @@ static const struct {
 		"the daemon is shutting down and accepts no new work" },
 	[BTG_ERR_INTERNAL - BTG_ERR_BASE] = { "internal",
 		"an internal error in btguardd; see its log" },
+	[BTG_ERR_SHARED - BTG_ERR_BASE] = { "shared-memory",
+		"another process shares this address space and could not be held with it; nothing was changed" },
 };
 
 static bool is_errno_code(uint32_t code)

@@ -94,6 +94,7 @@ enum proto_error {
 	BTG_ERR_LIMIT,        /* a hard limit was exceeded */
 	BTG_ERR_SHUTDOWN,     /* the daemon is stopping */
 	BTG_ERR_INTERNAL,     /* a broken invariant inside the daemon */
+	BTG_ERR_SHARED,       /* another process shares the address space and cannot be held */
 	BTG_ERR_END,
 };
 

@@ -34,6 +34,8 @@ BUILD = Path(os.environ.get("BTGUARD_BUILD", REPO / "build"))
 VICTIMS = Path(os.environ.get("BTGUARD_VICTIMS", REPO / "build" / "victims"))
 BTGUARDD = BUILD / "btguardd"
 BTGUARDCTL = BUILD / "btguardctl"
+# The daemon built with fault injection in its ptrace layer (make faults).
+FAULTS_BTGUARDD = Path(os.environ.get("BTGUARD_FAULTS_BUILD", REPO / "build" / "faults")) / "btguardd"
 
 # Generous bounds for a loaded machine; hitting one is a failure, not a flake.
 START_TIMEOUT = 20.0
@@ -62,6 +64,23 @@ def proc_state(pid):
         return _status_fields(f"/proc/{pid}/status")["State"].split()[0]
     except (FileNotFoundError, ProcessLookupError, KeyError):
         return None
+
+
+def process_alive(pid):
+    """True while any task of PID runs.  Its main thread alone may be a
+    zombie: pthread_exit() in main leaves the other threads running."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return False
+    for tid in tids:
+        try:
+            state = _status_fields(f"/proc/{pid}/task/{tid}/status")["State"].split()[0]
+        except (FileNotFoundError, ProcessLookupError, KeyError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
 
 
 def tracer_pid(pid):
@@ -312,7 +331,7 @@ class Victim:
     def assert_alive(self):
         rc = self.proc.poll()
         assert rc is None, f"victim {self.name} ({self.pid}) died: status {rc}"
-        assert proc_state(self.pid) not in (None, "Z", "X"), \
+        assert process_alive(self.pid), \
             f"victim {self.name} ({self.pid}) is {proc_state(self.pid)}"
 
 
@@ -370,7 +389,7 @@ class VictimFactory:
             os.chmod(dst, 0o755)
         return dst
 
-    def __call__(self, name, *args, env=None, user=None, report=False):
+    def __call__(self, name, *args, env=None, user=None, report=False, stdin=False):
         exe = self.public_copy(name) if user is not None else self.path(name)
         argv = [str(exe), *map(str, args)]
         report_path = None
@@ -383,7 +402,8 @@ class VictimFactory:
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
-        proc = subprocess.Popen(user_prefix(user) + argv, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(user_prefix(user) + argv,
+                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, env=full_env)
         self.victims.append(proc)
         _wait_ready(proc, name)
@@ -461,8 +481,8 @@ class Daemon:
     """btguardd on a private socket.  `prefix` wraps the command (it must
     exec, so .pid stays the daemon's), e.g. setpriv to drop capabilities."""
 
-    def __init__(self, prefix=()):
-        for p in (BTGUARDD, BTGUARDCTL):
+    def __init__(self, prefix=(), binary=BTGUARDD, env=None):
+        for p in (binary, BTGUARDCTL):
             if not p.exists():
                 pytest.fail(f"{p} missing: run `make` (BTGUARD_BUILD={BUILD})")
         self.dir = Path(tempfile.mkdtemp(prefix="btg-daemon-"))
@@ -472,8 +492,9 @@ class Daemon:
         self.log_path = self.dir / "btguardd.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [*prefix, str(BTGUARDD), "--socket", self.socket, "--verbose"],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+            [*prefix, str(binary), "--socket", self.socket, "--verbose"],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})})
         self.pid = self.proc.pid
         self._ctl_copy = None
 

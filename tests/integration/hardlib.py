@@ -30,7 +30,7 @@ ENDBR64 = b"\xf3\x0f\x1e\xfa"
 ERR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process",
              "zombie", "kernel-thread", "self", "gone", "exec", "pid-reused",
              "verify", "stop-timeout", "elf", "unsupported", "protocol", "limit",
-             "shutdown", "internal"]
+             "shutdown", "internal", "shared-memory"]
 ERR = {name: 4096 + i for i, name in enumerate(ERR_NAMES)}
 
 

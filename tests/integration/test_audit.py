@@ -261,6 +261,14 @@ def journal_daemon():
     assert rc == 0, f"btguardd exited {rc}: {err[-4000:]}"
 
 
+# The MESSAGE_IDs btguardd(8) documents, copied here on purpose: they are
+# fixed forever, and a change in daemon/log.c must fail this test.
+MESSAGE_ID_GUARDED = "1edcf5a1d4f44a1ab89192b5ed4d9342"
+MESSAGE_ID_UNGUARDED = "316fd372c9bb4be8b98283d2a03f0a0b"
+MESSAGE_ID_DENIED = "7fd544fc8d6847b4a99c7ed41de6f644"
+MESSAGE_ID_FAILED = "ae9800b1a81b4e2e959890db921c5189"
+
+
 def test_journal_records_carry_fields(journal_daemon, victim, test_user):
     d = journal_daemon
     v = victim("idle", 1)
@@ -283,16 +291,29 @@ def test_journal_records_carry_fields(journal_daemon, victim, test_user):
                  "BTGUARD_TARGET_EXE": exe, "BTGUARD_REQUESTER_UID": "0",
                  "BTGUARD_REQUESTER_GID": "0", "BTGUARD_REQUESTER_PID": str(os.getpid()),
                  "BTGUARD_RESULT": "ok", "BTGUARD_ERROR": "", "BTGUARD_STATE": "guarded",
-                 "BTGUARD_PAUSE_US": str(ok.pause_us), "BTGUARD_WROTE": "1"}, e
+                 "BTGUARD_PAUSE_US": str(ok.pause_us), "BTGUARD_WROTE": "1",
+                 "MESSAGE_ID": MESSAGE_ID_GUARDED}, e
     assert e["MESSAGE"].startswith(f"guard pid={v.pid} exe={exe} by uid=0 gid=0 "), e
     e = entry(lambda e: e["BTGUARD_ACTION"] == "status", "the failed status")
     assert e == {**e, "PRIORITY": "5", "BTGUARD_RESULT": "error",
-                 "BTGUARD_ERROR": "no-process", "BTGUARD_STATE": "unknown"}, e
+                 "BTGUARD_ERROR": "no-process", "BTGUARD_STATE": "unknown",
+                 "MESSAGE_ID": MESSAGE_ID_FAILED}, e
     e = entry(lambda e: e["BTGUARD_ACTION"] == "unguard", "the denial")
     assert e == {**e, "PRIORITY": "4", "BTGUARD_TARGET_PID": str(v.pid),
                  "BTGUARD_TARGET_EXE": exe, "BTGUARD_REQUESTER_UID": str(uid),
                  "BTGUARD_REQUESTER_GID": str(gid), "BTGUARD_REQUESTER_PID": str(denied_pid),
                  "BTGUARD_RESULT": "error", "BTGUARD_ERROR": "denied",
-                 "BTGUARD_WROTE": "0"}, (e["MESSAGE"], e)
+                 "BTGUARD_WROTE": "0", "MESSAGE_ID": MESSAGE_ID_DENIED}, (e["MESSAGE"], e)
+    with Wire(d.socket, timeout=60) as w:
+        [back] = w.request(ACTION_UNGUARD, [v.pid], deadline_ms=20000)
+        [st] = w.request(ACTION_STATUS, [v.pid])
+    assert back.error == 0 and st.error == 0, (back, st)
+    e = entry(lambda e: e["BTGUARD_ACTION"] == "unguard" and e["BTGUARD_RESULT"] == "ok",
+              "the unguard")
+    assert e.get("MESSAGE_ID") == MESSAGE_ID_UNGUARDED, e
+    # A successful query is no event: no MESSAGE_ID.
+    e = entry(lambda e: e["BTGUARD_ACTION"] == "status" and e["BTGUARD_RESULT"] == "ok",
+              "the status")
+    assert "MESSAGE_ID" not in e, e
     # Nothing went to stderr instead: the journal is the one sink.
     assert "btguardd:" not in d.stderr(), d.stderr()[-2000:]

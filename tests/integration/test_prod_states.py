@@ -31,7 +31,7 @@ NTHREADS = 4
 ERROR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process", "zombie",
                "kernel-thread", "self", "gone", "exec", "pid-reused", "verify",
                "stop-timeout", "elf", "unsupported", "protocol", "limit", "shutdown",
-               "internal"]
+               "internal", "shared-memory"]
 
 
 def error_name(code):
@@ -323,10 +323,15 @@ def test_uninterruptible_thread_is_busy(daemon, victim):
     took = time.monotonic() - t0
     assert res["ok"] is False and res["error"] == "busy", res
     assert res["wrote"] is False and str(stuck) in res["message"], res
+    # Refused by the pre-check, not by a stop that timed out on it.
+    assert "uninterruptible sleep" in res["message"], res
     assert took >= 0.4, f"gave up after {took:.3f}s, before the 500 ms deadline"
+    assert took < 0.5 + 2.0, f"answered {took:.3f}s after a 500 ms deadline"
     assert_original(v.pid, addr, original)
-    # The rest of the process: untouched and running all along.
+    # The rest of the process: untouched and running all along; the stuck
+    # thread never seized (it could not have been released).
     states = task_states(v.pid)
+    assert states[stuck][1] == 0, f"thread {stuck} was seized: {states[stuck]}"
     assert states.pop(stuck)[0] == "D", states
     assert all(s[0] not in "tT" and s[1] == 0 for s in states.values()), states
     wait_report(v.report, lambda r: r.threads[0].calls > before.threads[0].calls + 1000,
@@ -339,6 +344,100 @@ def test_uninterruptible_thread_is_busy(daemon, victim):
     assert_stub(v.pid, addr, original)
     wait_threads_running(v.pid)
     wait_behaviour(v, zero=True)
+
+
+# ------------------------------------------------ a thread slow to stop --
+
+CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
+
+
+@pytest.fixture
+def throttled_cgroup():
+    """A v1 cpu cgroup allowed 1 ms of CPU per second: a spinning thread
+    moved there runs for 1 ms, then waits up to a second to run again,
+    and a ptrace interrupt cannot stop it before it runs."""
+    if not os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
+        pytest.skip("no cgroup v1 cpu controller to throttle a thread with")
+    path = os.path.join(CPU_CGROUP_V1, f"btguard-test-{os.getpid()}")
+    os.mkdir(path)
+    try:
+        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+            f.write("1000000")
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+            f.write("1000")
+        yield path
+    finally:
+        # Whatever is left goes back to the root group, then the group goes.
+        with open(os.path.join(path, "tasks")) as f:
+            left = f.read().split()
+        for tid in left:
+            try:
+                with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
+                    f.write(tid)
+            except OSError:
+                pass
+        os.rmdir(path)
+
+
+def test_thread_slow_to_stop_is_never_called_a_foreign_tracer(daemon, victim, throttled_cgroup):
+    """A thread that did not stop before the deadline stays traced by the
+    daemon until it stops and can be let go.  Meanwhile the daemon must not
+    call itself "already traced by" anybody, and it must let the thread go.
+
+    The worker is made slow to stop for real: SCHED_IDLE, in a cgroup
+    allowed 1 ms of CPU a second, which a busy loop of the test's own
+    takes first."""
+    v = victim("bt_loop", 1, report=True)
+    wait_report(v.report, lambda r: len(r.threads) == 1, "bt_loop's first report")
+    worker = read_report(v.report).threads[0].tid
+    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        for tid in (hog.pid, worker):
+            with open(os.path.join(throttled_cgroup, "tasks"), "w") as f:
+                f.write(str(tid))
+        os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))
+        daemon_pid = daemon.proc.pid
+        res = one(daemon.ctl("--deadline", 20, "guard", v.pid, check=1), v.pid, "guard")
+        assert res["error"] == "busy" and str(worker) in res["message"], res
+        # At once: the worker is still ours, parked until it stops.
+        res = one(daemon.ctl("--deadline", 20, "guard", v.pid, check=None), v.pid, "guard")
+        assert f"traced by process {daemon_pid}" not in res["message"], res
+        assert res.get("error") in (None, "busy"), res
+        if not res["ok"]:
+            assert "still being released" in res["message"] or str(worker) in res["message"], res
+        assert tracer_of(v.pid, worker) in (0, daemon_pid)
+    finally:
+        hog.kill()
+        hog.wait()
+        with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
+            f.write(str(worker))
+    # Released once it can run, whatever the answers were.
+    wait_threads_running(v.pid, timeout=30)
+    v.assert_alive()
+    guard_ok(daemon, v.pid, nsites=1)
+
+
+def tracer_of(pid, tid):
+    return task_states(pid).get(tid, ("?", 0))[1]
+
+
+# ------------------------------------------------------- leader exited --
+
+def test_main_thread_exited_is_guarded_through_the_others(daemon, victim):
+    """pthread_exit() in main leaves a zombie leader and a live process."""
+    v = victim("leader_exit", NTHREADS, report=True)
+    wait_report(v.report, lambda r: len(r.threads) == NTHREADS, "leader_exit's first report")
+    wait_for(lambda: task_states(v.pid).get(v.pid, ("?",))[0] == "Z",
+             "the main thread to exit", timeout=10)
+    res = one(daemon.ctl("status", v.pid, check=0), v.pid, "status")
+    assert res["state"] == "unguarded" and len(res["sites"]) == 1, res
+    res = guard_ok(daemon, v.pid, nsites=1)
+    wait_threads_running(v.pid)
+    wait_behaviour(v, zero=True)
+    res = unguard_ok(daemon, v.pid, nsites=1)
+    wait_threads_running(v.pid)
+    wait_behaviour(v, zero=False)
+    assert task_states(v.pid)[v.pid][0] == "Z"
 
 
 # ---------------------------------------------------------------- case 9 --

@@ -42,5 +42,7 @@ typedef struct user_regs_struct arch_regs_t;
 
 static inline uint64_t arch_regs_pc(const arch_regs_t *regs) { return regs->rip; }
 static inline uint64_t arch_regs_sp(const arch_regs_t *regs) { return regs->rsp; }
+/* The thread pointer (TLS base): glibc's thread control block. */
+static inline uint64_t arch_regs_thread_pointer(const arch_regs_t *regs) { return regs->fs_base; }
 
 #endif

@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""The bash completion of btguardctl (completion/btguardctl).
+
+Each case runs a fresh bash that loads bash-completion and our file, sets
+COMP_WORDS/COMP_CWORD/COMP_LINE/COMP_POINT as readline would for the
+command line being typed, calls _btguardctl, and prints COMPREPLY.  The
+btguardctl it completes is the one built here, first on PATH, so the
+options offered are read from its real --help; a stand-in whose --help
+has one more option shows the completion follows the binary, not a list.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import BTGUARDCTL, REPO, stop_started, user_prefix
+
+COMPLETION = REPO / "completion" / "btguardctl"
+BASH_COMPLETION = Path("/usr/share/bash-completion/bash_completion")
+
+HARNESS = r'''
+source "$BASH_COMPLETION" || exit 99
+source "$COMPLETION" || exit 98
+COMP_WORDS=("$@")
+COMP_CWORD=$(($# - 1))
+COMP_LINE="$*"
+COMP_POINT=${#COMP_LINE}
+COMPREPLY=()
+_btguardctl btguardctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+'''
+
+
+@pytest.fixture
+def shared_dir():
+    """A scratch directory the test user can read too (pytest's is 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="btg-completion-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def complete(shared_dir):
+    tmp_path = shared_dir
+    if not BASH_COMPLETION.exists():
+        pytest.skip("bash-completion not installed")
+    if not BTGUARDCTL.exists():
+        pytest.fail(f"{BTGUARDCTL} missing: run `make`")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy(BTGUARDCTL, bindir / "btguardctl")
+
+    def run(*words, user=None, path_extra=()):
+        env = {"PATH": ":".join([*map(str, path_extra), str(bindir), os.environ["PATH"]]),
+               "HOME": str(tmp_path), "BASH_COMPLETION": str(BASH_COMPLETION),
+               "COMPLETION": str(COMPLETION), "LC_ALL": "C.UTF-8"}
+        p = subprocess.run([*user_prefix(user), "bash", "--norc", "--noprofile", "-c",
+                            HARNESS, "harness", "btguardctl", *words],
+                           capture_output=True, text=True, env=env, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return [line for line in p.stdout.splitlines() if line]
+    return run
+
+
+def help_options():
+    text = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True, text=True,
+                          check=True, timeout=30).stdout
+    section = text.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0]
+    found = set()
+    for m in re.finditer(r"^ {1,6}(?:(-\w),\s+)?(--[\w-]+)(=?)", section, re.M):
+        found |= {m.group(1), m.group(2) + m.group(3)} - {None}
+    return found
+
+
+@pytest.fixture
+def sleeper(shared_dir):
+    """A process with a command name nobody else has; returns (pid, name)."""
+    started = []
+
+    def start(user=None):
+        name = f"btgc{os.getpid() % 100000:05d}{len(started)}"
+        exe = shared_dir / name
+        shutil.copy("/bin/sleep", exe)
+        os.chmod(exe, 0o755)
+        p = subprocess.Popen([*user_prefix(user), str(exe), "600"])
+        started.append(p)
+        return p.pid, name
+    yield start
+    for p in started:
+        stop_started(p)
+
+
+def test_verbs_first(complete):
+    assert complete("") == ["guard", "unguard", "status"]
+    assert complete("un") == ["unguard"]
+    # Options and their values come before the command, and are skipped.
+    assert complete("--json", "-s", "/tmp/x.sock", "--deadline=9", "st") == ["status"]
+
+
+def test_options_are_those_of_help(complete):
+    offered = set(complete("-"))
+    assert offered == help_options()
+    assert complete("--ti") == ["--timeout="]
+    assert complete("--tr") == ["--tree"]
+    # Options work after the command too (getopt permutes).
+    assert complete("guard", "--js") == ["--json"]
+
+
+def test_option_values(complete, tmp_path):
+    sock = tmp_path / "ctl.sock"
+    sock.touch()
+    assert complete("--socket", str(tmp_path / "ctl")) == [str(sock)]
+    assert complete("-s", str(tmp_path / "ctl")) == [str(sock)]
+    assert complete(f"--socket={tmp_path / 'ctl'}") == [str(sock)]
+    assert complete("--deadline", "") == []
+    assert complete("--timeout", "") == []
+
+
+def test_an_option_of_a_newer_client_is_offered(complete, tmp_path):
+    """A client whose --help has --unit gets --unit, with systemd's units."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    real_help = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True,
+                               text=True, check=True, timeout=30).stdout
+    newer = real_help.replace(
+        "      --tree ", "  -u, --unit=UNIT       the processes of a systemd unit\n"
+        "      --tree ")
+    (fake / "help.txt").write_text(newer)
+    (fake / "btguardctl").write_text(f"#!/bin/sh\ncat {fake / 'help.txt'}\n")
+    (fake / "systemctl").write_text(
+        "#!/bin/sh\necho 'train.service loaded active running Training job'\n"
+        "echo 'web.service loaded active running Web'\n")
+    for f in ("btguardctl", "systemctl"):
+        os.chmod(fake / f, 0o755)
+    assert "--unit=" in complete("--u", path_extra=[fake])
+    assert complete("--unit", "tr", path_extra=[fake]) == ["train.service"]
+    assert complete("-u", "", path_extra=[fake]) == ["train.service", "web.service"]
+    # ... and the real client, which has no --unit, does not offer it.
+    assert complete("--u") == []
+
+
+def test_pids_with_names(complete, sleeper):
+    pid, name = sleeper()
+    # By PID: the whole PID is a match on its own.
+    assert str(pid) in complete("guard", str(pid))
+    # Several matches are shown with their names; the only match is bare.
+    shown = complete("status", str(pid)[:1])
+    assert f"{pid} {name}" in shown and len(shown) > 1
+    assert all(re.fullmatch(r"\d+ .+", s) for s in shown), shown
+    # By command name: the one process of that name completes to its PID.
+    assert complete("unguard", name[:-1]) == [str(pid)]
+    assert complete("--tree", "guard", "1", name) == [str(pid)]
+
+
+def test_no_kernel_threads(complete):
+    shown = complete("status", "2")
+    assert "2 kthreadd" not in shown and "2" not in shown
+
+
+def test_users_see_only_their_processes(complete, sleeper, test_user):
+    root_pid, root_name = sleeper()
+    user_pid, user_name = sleeper(user=test_user)
+    assert complete("guard", root_name, user=test_user) == []
+    assert complete("guard", user_name, user=test_user) == [str(user_pid)]
+    assert str(root_pid) in complete("guard", str(root_pid))

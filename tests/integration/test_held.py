@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+"""What a target goes through while the daemon holds it.
+
+Every task that runs its memory is stopped for the whole moment the daemon
+believes it is (the stamper victim: every task reads the clock in a loop
+and records when it did not run; the daemon logs when every task was
+stopped and when it began to let them go), and every signal sent to it
+meanwhile is delivered afterwards, exactly once (the sigcount victim).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, thread_problems,
+                      wait_threads_running)
+from test_ptrace_faults import faulty_daemon
+
+HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")
+
+
+def held_windows(log, pid):
+    """[(all stopped, first resume)] in ns, from the daemon's debug log."""
+    out = []
+    for m in HELD.finditer(log):
+        if int(m.group(1)) == pid:
+            out.append((int(m.group(2)) * 10**9 + int(m.group(3)),
+                        int(m.group(4)) * 10**9 + int(m.group(5))))
+    return out
+
+
+def read_gaps(v):
+    """{task index: (tid, [(start, end)])} from stamper's report, the
+    gap still under way included."""
+    os.kill(v.pid, signal.SIGUSR1)
+    tasks, buf = {}, b""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while not buf.endswith(b"end\n"):
+        assert time.monotonic() < deadline, f"stamper did not report: {buf[-200:]!r}"
+        buf += os.read(v.proc.stdout.fileno(), 1 << 20)
+    for line in buf.decode().splitlines():
+        if line.startswith("gaps "):
+            _, idx, tid, last, *gaps = line.split()
+            gaps = [tuple(map(int, g.split(":"))) for g in gaps]
+            # Not run since its latest reading: a gap under way, up to now.
+            gaps.append((int(last), 2**63))
+            tasks[int(idx)] = (int(tid), gaps)
+    return tasks
+
+
+@pytest.mark.parametrize("sibling", [False, True], ids=["threads", "threads+clone_vm_sibling"])
+def test_every_task_is_stopped_while_held(daemon, victim, sibling):
+    v = victim("stamper", 6, *(["--sibling"] if sibling else []))
+    with Wire(daemon.socket) as w:
+        for cycle in range(10):
+            for action in (ACTION_GUARD, ACTION_UNGUARD):
+                [res] = w.request(action, [v.pid], deadline_ms=5000)
+                assert res.error == 0, res
+    windows = held_windows(daemon.log(), v.pid)
+    assert len(windows) == 20, windows
+    tasks = read_gaps(v)
+    assert len(tasks) == 6 + 1 + sibling, tasks.keys()
+    bad = []
+    for idx, (tid, gaps) in tasks.items():
+        for k, (a, b) in enumerate(windows):
+            if not any(s <= a and e >= b for s, e in gaps):
+                near = [(s - a, e - a) for s, e in gaps if e >= a - 10**6 and s <= b + 10**6]
+                bad.append(f"task {idx} (tid {tid}) ran while every task was held (window {k}, "
+                           f"{b - a} ns; its gaps nearby, from the start: {near}; "
+                           f"{len(gaps)} gaps from {gaps[0][0] - a if gaps else None} "
+                           f"to {gaps[-1][1] - a if gaps else None})")
+    assert not bad, "\n".join(bad)
+    v.assert_alive()
+    wait_threads_running(v.pid)
+
+
+def report_counts(v):
+    v.proc.stdin.write(b"report\n")
+    v.proc.stdin.flush()
+    line = v.proc.stdout.readline().decode().split()
+    return dict(zip(line[0::2], map(int, line[1::2])))
+
+
+def test_signals_sent_while_held_are_delivered_once(victim):
+    v = victim("sigcount", 2, stdin=True)
+    with faulty_daemon("hold-ms=600") as d:
+        ctl = subprocess.Popen([str(d.client_path(None)), "--socket", d.socket, "guard",
+                                str(v.pid)], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while len(thread_problems(v.pid)) < 3:
+            assert time.monotonic() < deadline, "the daemon never held the victim"
+            time.sleep(0.005)
+        os.kill(v.pid, signal.SIGUSR2)
+        os.kill(v.pid, signal.SIGWINCH)
+        for _ in range(3):
+            os.kill(v.pid, signal.SIGRTMIN + 1)
+        assert len(thread_problems(v.pid)) == 3, "released before every signal was sent"
+        out, _ = ctl.communicate(timeout=30)
+        assert ctl.returncode == 0, out
+    wait_threads_running(v.pid)
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while (counts := report_counts(v)) != {"usr2": 1, "winch": 1, "rt": 3}:
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.05)
+    v.assert_alive()
+
+
+def test_signals_racing_the_stop_are_not_lost(daemon, victim):
+    """Signals that arrive between the seize and the stop are taken in a
+    signal-delivery-stop, and only the daemon can deliver them again."""
+    v = victim("sigcount", 4, stdin=True)
+    sent = 0
+    done = threading.Event()
+
+    def send():
+        nonlocal sent
+        while not done.is_set():
+            os.kill(v.pid, signal.SIGRTMIN + 1)
+            sent += 1
+            time.sleep(0.0002)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        with Wire(daemon.socket) as w:
+            for cycle in range(300):
+                for action in (ACTION_GUARD, ACTION_UNGUARD):
+                    [res] = w.request(action, [v.pid], deadline_ms=5000)
+                    assert res.error == 0, res
+    finally:
+        done.set()
+        sender.join()
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while (got := report_counts(v)["rt"]) != sent:
+        assert got < sent, f"{got} deliveries of {sent} signals"
+        assert time.monotonic() < deadline, f"{sent - got} of {sent} signals lost"
+        time.sleep(0.05)
+    v.assert_alive()

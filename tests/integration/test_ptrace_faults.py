@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""The safety path under ptrace failures a healthy kernel rarely gives.
+
+These tests run build/faults/btguardd, the daemon built with fault
+injection (daemon/fault.h, `make faults`), told by BTGUARD_FAULTS which
+ptrace call to make fail.  Whatever fails, the target must end up exactly
+as it was (every word already written restored), nothing stopped or
+traced, and the failure reported.
+"""
+
+import contextlib
+import shutil
+
+import pytest
+
+from conftest import (FAULTS_BTGUARDD, Daemon, check_daemon_exit, expected_site, read_mem,
+                      thread_problems, wait_threads_running)
+
+
+@contextlib.contextmanager
+def faulty_daemon(spec):
+    d = Daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": spec})
+    try:
+        d.wait_ready()
+        yield d
+    finally:
+        rc, log = d.stop()
+        shutil.rmtree(d.dir, ignore_errors=True)
+        print("---- btguardd log (tail) ----")
+        print("\n".join(log.splitlines()[-60:]))
+    check_daemon_exit(rc, log)
+
+
+def status(d, pid):
+    return d.ctl("status", pid, check=0).results[0]
+
+
+def test_read_back_that_differs_restores_the_word(victim):
+    v = victim("idle", 2)
+    site = expected_site(v.pid)
+    original = read_mem(v.pid, site, 8)
+    with faulty_daemon("peek-differ=1") as d:
+        r = d.ctl("guard", v.pid, check=1).results[0]
+        assert r["error"] == "verify", r
+        assert read_mem(v.pid, site, 8) == original
+        assert status(d, v.pid)["state"] == "unguarded"
+        wait_threads_running(v.pid)
+        # And the next attempt, with nothing injected, works.
+        r = d.ctl("guard", v.pid, check=0).results[0]
+        assert r["ok"] and r["state"] == "guarded", r
+    v.assert_alive()
+
+
+def test_second_site_failing_leaves_both_original(victim):
+    pre = str(victim.path("libbtpre"))
+    v = victim("idle", 2, env={"LD_PRELOAD": pre})
+    sites = {s: read_mem(v.pid, expected_site(v.pid, s), 8) for s in ("/libbtpre", "/libc.so.6")}
+    with faulty_daemon("poke=2") as d:
+        before = status(d, v.pid)
+        assert len(before["sites"]) == 2, before
+        r = d.ctl("guard", v.pid, check=1).results[0]
+        assert r["error"] == "EIO", r
+        for suffix, original in sites.items():
+            assert read_mem(v.pid, expected_site(v.pid, suffix), 8) == original, suffix
+        after = status(d, v.pid)
+        assert after["state"] == "unguarded", after
+        assert all(s["state"] == "original" for s in after["sites"]), after
+        wait_threads_running(v.pid)
+    v.assert_alive()
+
+
+def test_failed_seize_leaves_nothing_held(victim):
+    v = victim("idle", 8)
+    site = expected_site(v.pid)
+    original = read_mem(v.pid, site, 8)
+    # The third seize: two threads are already held when it fails.
+    with faulty_daemon("seize=3") as d:
+        r = d.ctl("guard", v.pid, check=1).results[0]
+        assert r["error"] == "EIO" and "PTRACE_SEIZE" in r["message"], r
+        assert read_mem(v.pid, site, 8) == original
+        wait_threads_running(v.pid)
+        assert d.ctl("guard", v.pid, check=0).results[0]["ok"]
+    v.assert_alive()
+
+
+def test_failed_detach_is_reported_and_retried(victim):
+    v = victim("idle", 4)
+    with faulty_daemon("detach=2") as d:
+        r = d.ctl("guard", v.pid, check=0).results[0]
+        assert r["ok"] and r["state"] == "guarded", r
+        # Retried at once: nothing stays stopped or traced.
+        assert thread_problems(v.pid) == [], thread_problems(v.pid)
+        assert "failed (Input/output error); retried, and it went" in d.log(), d.log()[-2000:]
+    v.assert_alive()

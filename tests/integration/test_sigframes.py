@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: MIT
+"""Signal frames a stack walk does not reach.
+
+A thread held in a signal handler whose frame saved a PC inside the bytes
+the guard changes must keep the daemon from writing: the thread resumes at
+that PC when the handler returns.  The sigframe victim parks its worker in
+such a handler, built without unwind tables, in every shape a walk gets
+wrong (see tests/victims/sigframe.c).  The daemon must answer busy while
+the thread is parked, write nothing, and succeed once it has left; the
+victim must survive every step with the frames it should get.
+"""
+
+import os
+import select
+import time
+
+import pytest
+
+from conftest import SETTLE_TIMEOUT, thread_problems
+
+# Short: each busy answer waits out its whole deadline.
+BUSY_DEADLINE_MS = 300
+
+VARIANTS = [
+    ("sigframe", []),
+    ("sigframe", ["--zero-rbp"]),
+    ("sigframe_fp", []),
+    ("sigframe", ["--altstack"]),
+    ("sigframe", ["--nested"]),
+    ("sigframe_fp", ["--nested", "--altstack"]),
+    ("sigframe", ["--nested", "--altstack", "--zero-rbp"]),
+]
+
+
+class Lines:
+    """Reads a victim's stdout line by line, each wait bounded."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.buf = b""
+
+    def expect(self, prefix, timeout=SETTLE_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" in self.buf:
+                line, _, self.buf = self.buf.partition(b"\n")
+                text = line.decode()
+                if text.startswith(prefix):
+                    return text.split()
+                pytest.fail(f"victim said {text!r}, wanted {prefix!r}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"victim never said {prefix!r} (status {self.proc.poll()})")
+            r, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if r:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    pytest.fail(f"victim closed stdout before {prefix!r}: "
+                                f"status {self.proc.wait()}")
+                self.buf += chunk
+
+
+def tell(v, command):
+    v.proc.stdin.write(command.encode() + b"\n")
+    v.proc.stdin.flush()
+
+
+def state_of(daemon, pid):
+    return daemon.ctl("status", pid, check=0).results[0]["state"]
+
+
+def expect_resumed(out, state):
+    """The call the handler interrupted completed; a fresh one answers as state says."""
+    _, seq, nframes = out.expect("resumed")
+    if state == "guarded":
+        assert int(nframes) == 0, "guarded backtrace() returned frames"
+    else:
+        assert int(nframes) > 0, "unguarded backtrace() returned no frames"
+    return seq
+
+
+@pytest.mark.parametrize("name,opts", VARIANTS, ids=[" ".join([n] + o) for n, o in VARIANTS])
+def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
+    v = victim(name, *opts, stdin=True)
+    out = Lines(v.proc)
+    for action, before, after in (("guard", "unguarded", "guarded"),
+                                  ("unguard", "guarded", "unguarded")):
+        tell(v, "park")
+        seq = out.expect("parked")[1]
+        r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=1).results[0]
+        assert r["error"] == "busy", r
+        assert "inside the bytes to change" in r["message"], r
+        assert state_of(daemon, v.pid) == before
+        # The handler returns into the saved PC, in the bytes it was
+        # interrupted in, and the call completes.
+        tell(v, "release")
+        assert expect_resumed(out, before) == seq
+        v.assert_alive()
+        r = daemon.ctl(action, v.pid, check=0).results[0]
+        assert r["ok"] and r["state"] == after, r
+        assert thread_problems(v.pid) == []
+        # A park in the bytes just written, for the other direction.
+        tell(v, "park")
+        out.expect("parked")
+        tell(v, "release")
+        expect_resumed(out, after)
+        v.assert_alive()
+    assert thread_problems(v.pid) == []
