@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * One target of a request: pin the PID, authorize the caller, run the
- * procedure, log the outcome.  This is the decider for a target, so it is
- * the one place that logs about it.
+ * A request's targets: resolve and pin them when the request is read,
+ * then, one per turn, check the pin, authorize the caller, run the
+ * procedure and log the outcome.  This is the decider for a target, so it
+ * is the one place that logs about it.
+ *
+ * What a caller may learn (SECURITY.md, "What a denied caller learns"):
+ * a PID it may not act on is answered "denied: you may not act on it" and
+ * nothing more; if the caller's own /proc hides such processes
+ * (hidepid=invisible), exactly as if no process had that PID.  --tree
+ * lists and descends only through processes the caller may act on.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,76 +17,424 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "action.h"
 #include "log.h"
 #include "patch.h"
 #include "pidns.h"
+#include "pin.h"
 #include "procfs.h"
 
-static int pidfd_open_pid(pid_t pid)
+/* --tree goes no deeper than this below a named PID. */
+#define TREE_MAX_DEPTH 64
+
+/* ------------------------------------------------------ the answers -- */
+
+/*
+ * The one text for each answer that must not depend on anything the caller
+ * may not know: a hidden process and an absent one read the same.
+ */
+static int answer(int err, int32_t asked, char *why, size_t why_len)
 {
-	return (int)syscall(SYS_pidfd_open, pid, 0);
+	switch (err) {
+	case -BTG_ERR_NOPROC:
+		snprintf(why, why_len, "no process with PID %d", asked);
+		break;
+	case -BTG_ERR_DENIED:
+		snprintf(why, why_len, "you may not act on process %d", asked);
+		break;
+	case -BTG_ERR_SELF:
+		snprintf(why, why_len, "process %d is btguardd itself", asked);
+		break;
+	case -BTG_ERR_KTHREAD:
+		snprintf(why, why_len, "process %d is a kernel thread", asked);
+		break;
+	case -BTG_ERR_LIMIT:
+		snprintf(why, why_len,
+			 "the daemon holds too many processes pinned for queued requests; "
+			 "nothing was done to %d, try again later", asked);
+		break;
+	default:
+		snprintf(why, why_len, "cannot act on process %d: %s", asked,
+			 err <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-err) : strerror(-err));
+		break;
+	}
+	return err;
 }
 
 /*
- * Resolves the caller's PID number to ours, pins the process, and decides
- * whether the caller may act on it.  *ret_pid is the PID in our namespace.
+ * The caller may not act on the target: what it is told.  The reason in
+ * full (owner, ids, dumpability) goes to the log only.
+ */
+static int refuse(const struct action_target *t, int r, const char *detail)
+{
+	log_msg(LOG_DEBUG, "PID %d (ours %d) refused: %s", t->pid, (int)t->ours, detail);
+	return t->hidden ? -BTG_ERR_NOPROC : r;
+}
+
+/* 0 when the caller may act on pid, else the refusal it gets (see refuse()). */
+static int authorize(const struct auth_caller *caller, const struct action_target *t, pid_t pid,
+		     struct auth_target *ret)
+{
+	char detail[PROTO_MAX_MESSAGE + 1];
+	int r = auth_read_target(pid, ret);
+
+	if (r < 0)
+		return -BTG_ERR_NOPROC;
+	r = auth_check(caller, ret, detail, sizeof(detail));
+	if (r < 0)
+		return refuse(t, r, detail);
+	return 0;
+}
+
+/* ------------------------------------------------------ at arrival -- */
+
+struct frame {
+	pid_t *kids;               /* daemon's numbers */
+	size_t nkids, next;
+};
+
+struct action_expansion {
+	struct auth_caller caller;
+	bool have_view, hidden, tree;
+	bool warned_limit;
+	struct pidns_view view;
+	struct pidns_scan *scan;   /* another PID namespace: until complete */
+	int32_t *pids;             /* as named */
+	uint32_t npids, next_pid;
+	struct frame stack[TREE_MAX_DEPTH + 1];
+	int depth;
+	struct action_target *t;
+	size_t n, cap;
+};
+
+static bool listed(const struct action_expansion *x, int32_t pid)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (x->t[i].pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Pins t (named t->pid by the caller) as it is now.  A non-root caller is
+ * authorized here too, while the process is pinned: what it is told later
+ * if the process exits before its turn ("gone") must not reveal a process
+ * it may not see.  Root is authorized at the turn only (it may act on
+ * every process but the daemon and kernel threads).
+ */
+static void pin_target(struct action_expansion *x, struct action_target *t, bool authorize_now)
+{
+	struct auth_target facts;
+	struct procfs_stat st;
+	int r;
+
+	if (!x->have_view) {
+		t->err = -BTG_ERR_NOPROC;
+		return;
+	}
+	if (x->view.same)
+		t->ours = t->pid;
+	else if (pidns_scan_lookup(x->scan, t->pid, &t->ours) < 0) {
+		t->err = -BTG_ERR_NOPROC;
+		return;
+	}
+	r = pin_open(t->ours, &t->pidfd);
+	if (r == -ESRCH) {
+		t->err = -BTG_ERR_NOPROC;
+		return;
+	}
+	if (r == -BTG_ERR_LIMIT) {
+		/* Once per request: a 4,096-PID request must not write 4,096 lines. */
+		if (!x->warned_limit)
+			log_msg(LOG_WARNING, "client pid=%d: cannot pin PID %d: %u of %u pins in use",
+				(int)x->caller.pid, (int)t->ours, pin_count(), pin_budget());
+		x->warned_limit = true;
+		t->err = r;
+		return;
+	}
+	if (r == -EINVAL) {
+		/* pidfd_open refuses a TID that is not a process. */
+		t->thread = true;
+		t->err = -BTG_ERR_NOPROC;
+	} else if (r == -ENOSYS) {
+		/* No pidfds: the start time is the whole pin. */
+		if (procfs_read_stat(t->ours, &st) < 0) {
+			t->err = -BTG_ERR_NOPROC;
+			return;
+		}
+		t->start = st.starttime;
+	} else if (r < 0) {
+		t->err = r;
+		return;
+	}
+	if (authorize_now || t->thread) {
+		r = x->caller.uid == 0 && t->thread ? 0 : authorize(&x->caller, t, t->ours, &facts);
+		if (r < 0) {
+			t->err = r;
+			t->thread = false;
+			/* Kept: the audit log names the refused target at its turn. */
+			return;
+		}
+	}
+	if (t->err)
+		pin_close(&t->pidfd);
+}
+
+/*
+ * Appends a target for the caller's pid; NULL at the limit, or when --tree
+ * already listed it (a plain request may name a PID twice, and gets two
+ * answers).
+ */
+static struct action_target *add_target(struct action_expansion *x, int32_t pid)
+{
+	struct action_target *t;
+
+	if (x->n >= PROTO_MAX_PIDS || (x->tree && listed(x, pid)))
+		return NULL;
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 16;
+		struct action_target *p = realloc(x->t, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		x->t = p;
+		x->cap = cap;
+	}
+	t = &x->t[x->n++];
+	*t = (struct action_target){ .pid = pid, .pidfd = -1, .hidden = x->hidden };
+	return t;
+}
+
+/* --tree: goes down into t's children, when there is room for them. */
+static void descend(struct action_expansion *x, const struct action_target *t)
+{
+	struct frame *f;
+
+	if (!x->tree || t->err || x->depth > TREE_MAX_DEPTH || x->n >= PROTO_MAX_PIDS)
+		return;
+	f = &x->stack[x->depth];
+	*f = (struct frame){ 0 };
+	if (procfs_list_children(t->ours, &f->kids, &f->nkids) < 0)
+		return;
+	x->depth++;
+}
+
+static void add_named(struct action_expansion *x, int32_t pid)
+{
+	struct action_target *t = add_target(x, pid);
+
+	if (!t)
+		return;
+	pin_target(x, t, x->caller.uid != 0 || x->tree);
+	descend(x, t);
+}
+
+/*
+ * A descendant joins the list only if the caller may act on it (root
+ * too: no kernel threads, not the daemon), so --tree never names a
+ * process the caller could not name itself.
+ */
+static void add_child(struct action_expansion *x, pid_t kid)
+{
+	struct action_target *t;
+	int32_t theirs;
+
+	if (x->view.same)
+		theirs = kid;
+	else if (pidns_to_caller(&x->view, kid, &theirs) < 0)
+		return;
+	t = add_target(x, theirs);
+	if (!t)
+		return;
+	pin_target(x, t, true);
+	if (t->err) {
+		pin_close(&t->pidfd);
+		x->n--;
+		return;
+	}
+	descend(x, t);
+}
+
+int action_expand_new(const struct auth_caller *caller, const struct proto_request *req,
+		      struct action_expansion **ret)
+{
+	struct action_expansion *x = calloc(1, sizeof(*x));
+	int r;
+
+	if (!x)
+		return -ENOMEM;
+	x->caller = *caller;
+	x->tree = (req->flags & PROTO_FLAG_TREE) != 0;
+	x->npids = req->npids < PROTO_MAX_PIDS ? req->npids : PROTO_MAX_PIDS;
+	x->pids = malloc((x->npids ? x->npids : 1) * sizeof(*x->pids));
+	if (!x->pids) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	memcpy(x->pids, req->pids, x->npids * sizeof(*x->pids));
+	/* Every PID then answers "no process": the caller is gone or unreadable. */
+	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	x->hidden = caller->uid != 0 && auth_caller_hides_pids(caller->pid);
+	if (x->have_view && !x->view.same) {
+		r = pidns_scan_new(&x->view, &x->scan);
+		if (r < 0)
+			goto out_free;
+	}
+	*ret = x;
+	return 0;
+
+out_free:
+	action_expand_free(x);
+	return r;
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int action_expand_step(struct action_expansion *x)
+{
+	uint64_t start = mono_us(), until = start + ACTION_STEP_US;
+
+	if (x->scan) {
+		int r = pidns_scan_step(x->scan, ACTION_STEP_US);
+
+		if (r <= 0)
+			return r;
+	}
+	while (mono_us() < until) {
+		if (x->depth > 0) {
+			struct frame *f = &x->stack[x->depth - 1];
+
+			if (f->next < f->nkids && x->n < PROTO_MAX_PIDS) {
+				add_child(x, f->kids[f->next++]);
+			} else {
+				free(f->kids);
+				f->kids = NULL;
+				x->depth--;
+			}
+		} else if (x->next_pid < x->npids) {
+			add_named(x, x->pids[x->next_pid++]);
+		} else {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void action_expand_end(struct action_expansion *x, struct action_target **ret, size_t *ret_n)
+{
+	*ret = x->t;
+	*ret_n = x->n;
+	x->t = NULL;
+	x->n = 0;
+	action_expand_free(x);
+}
+
+void action_expand_free(struct action_expansion *x)
+{
+	if (!x)
+		return;
+	while (x->depth > 0)
+		free(x->stack[--x->depth].kids);
+	action_targets_free(x->t, x->n);
+	pidns_scan_free(x->scan);
+	free(x->pids);
+	free(x);
+}
+
+void action_targets_free(struct action_target *t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++)
+		pin_close(&t[i].pidfd);
+	free(t);
+}
+
+/* ---------------------------------------------------------- the turn -- */
+
+/* The pinned process has exited: what the PID names now, in words. */
+static int explain_exited(const struct action_target *t, char *why, size_t why_len)
+{
+	struct stat sb;
+	char path[32];
+
+	if (t->pidfd >= 0 && pin_state(t->pidfd) == PIN_ZOMBIE) {
+		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard",
+			 t->pid);
+		return -BTG_ERR_ZOMBIE;
+	}
+	snprintf(path, sizeof(path), "/proc/%d", (int)t->ours);
+	if (stat(path, &sb) == 0) {
+		snprintf(why, why_len,
+			 "PID %d now names another process than when the request arrived", t->pid);
+		return -BTG_ERR_REUSED;
+	}
+	snprintf(why, why_len, "process %d exited before its turn", t->pid);
+	return -BTG_ERR_GONE;
+}
+
+/* True while t's pin still names the process at t->ours. */
+static bool pin_holds(const struct action_target *t, const struct procfs_stat *st)
+{
+	if (t->pidfd >= 0)
+		return pin_state(t->pidfd) == PIN_ALIVE;
+	return st && st->starttime == t->start;
+}
+
+/*
+ * Checks the pin taken at arrival and decides whether the caller may act
+ * on the process.  Everything read here is about the pinned process: each
+ * read is followed by a look at the pin, and a live pinned process keeps
+ * its PID.
  */
 static int prepare(const struct auth_caller *caller, unsigned action,
-		   const struct action_target *want, pid_t *ret_pid, struct patch_pin *pin,
+		   const struct action_target *t, struct patch_pin *pin,
 		   char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
-	struct pidns_view view;
 	struct procfs_stat st;
-	pid_t asked = want->pid, pid, live;
+	int32_t asked = t->pid;
+	pid_t pid = t->ours, live;
 	char path[64];
 	ssize_t n;
 	int r;
 
-	r = pidns_view_of(caller->pid, &view);
-	if (r < 0) {
-		snprintf(why, why_len, "cannot tell the PID namespace of the requesting process %d",
-			 caller->pid);
-		return r;
+	if (t->err && t->pidfd >= 0) {
+		/* Refused at arrival: the log names what was refused, if it is still that. */
+		snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+		n = readlink(path, exe, exe_len - 1);
+		exe[n > 0 && pin_holds(t, NULL) ? n : 0] = '\0';
 	}
-	r = pidns_to_daemon(&view, asked, &pid);
-	if (r < 0) {
-		snprintf(why, why_len, "no process with PID %d in your PID namespace", asked);
-		return r;
-	}
-	*ret_pid = pid;
-	/*
-	 * Pin first: whatever we learn below is about this very process.
-	 * Without pidfd_open (kernels before 5.3, valgrind) the start time read
-	 * below is the whole pin; check_pin() compares it all the same.
-	 */
-	pin->pidfd = pidfd_open_pid(pid);
-	if (pin->pidfd < 0 && errno != ENOSYS) {
-		r = errno;
-		if (r == ESRCH)
-			snprintf(why, why_len, "no process with PID %d", asked);
-		else if (r == EINVAL)  /* pidfd_open refuses a TID that is not a process */
+	if (t->err) {
+		if (t->thread)
 			snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
 		else
-			snprintf(why, why_len, "cannot pin process %d: %s", asked, strerror(r));
-		return r == ESRCH || r == EINVAL ? -BTG_ERR_NOPROC : -r;
+			answer(t->err, asked, why, why_len);
+		return t->err;
 	}
 	/* For the audit log only (never the reply): a denied attempt names its target too. */
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	n = readlink(path, exe, exe_len - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	r = auth_read_target(pid, &target);
-	if (r < 0) {
-		snprintf(why, why_len, "no process with PID %d", asked);
-		return r;
-	}
-	r = auth_check(caller, &target, why, why_len);
+	/*
+	 * A process that exited before its turn is described ("gone",
+	 * "zombie", "pid-reused"): a non-root caller was authorized for it at
+	 * arrival, so that reveals nothing it could not see.
+	 */
+	if (t->pidfd >= 0 && !pin_holds(t, NULL))
+		return explain_exited(t, why, why_len);
+	r = authorize(caller, t, pid, &target);
+	if (t->pidfd >= 0 && !pin_holds(t, NULL))
+		return explain_exited(t, why, why_len);
 	if (r < 0)
-		return r;
+		return answer(r, asked, why, why_len);
 	if (target.status.tgid != pid) {
 		snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
 		return -BTG_ERR_NOPROC;
@@ -101,124 +456,45 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 		return -BTG_ERR_ZOMBIE;
 	}
 	r = procfs_read_stat(pid, &st);
+	if (r < 0 && t->pidfd >= 0)
+		return explain_exited(t, why, why_len);
 	if (r < 0) {
 		snprintf(why, why_len, "process %d exited", asked);
 		return -BTG_ERR_GONE;
 	}
-	/* The request named the process that had this PID when it arrived. */
-	if (want->arrival_start == 0) {
-		snprintf(why, why_len, "no process with PID %d when the request arrived", asked);
-		return -BTG_ERR_NOPROC;
-	}
-	if (st.starttime != want->arrival_start) {
+	if (!pin_holds(t, &st)) {
+		if (t->pidfd >= 0)
+			return explain_exited(t, why, why_len);
 		snprintf(why, why_len,
 			 "PID %d now names another process than when the request arrived", asked);
 		return -BTG_ERR_REUSED;
 	}
+	/* patch.c re-checks this pair before every step: the start time read
+	 * while the pidfd showed the process alive is exactly its own. */
+	pin->pidfd = t->pidfd;
 	pin->starttime = st.starttime;
 	return 0;
 }
 
 void action_run(const struct auth_caller *caller, unsigned action,
-		uint32_t deadline_ms, const struct action_target *want,
+		uint32_t deadline_ms, struct action_target *want,
 		struct proto_result *res)
 {
-	int32_t pid = want->pid;
 	struct patch_pin pin = { .pidfd = -1 };
 	char exe[PATH_MAX];
-	pid_t target = 0;
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	res->pid = pid;
+	res->pid = want->pid;
 	res->action = (uint8_t)action;
 	res->state = PROTO_PROC_UNKNOWN;
 	exe[0] = '\0';
 
-	r = prepare(caller, action, want, &target, &pin, exe, sizeof(exe), res->message,
+	r = prepare(caller, action, want, &pin, exe, sizeof(exe), res->message,
 		    sizeof(res->message));
 	if (r == 0)
-		r = patch_run(caller, target, &pin, action, deadline_ms, res);
+		r = patch_run(caller, want->ours, &pin, action, deadline_ms, res);
 	res->error = proto_error_from_negative(r);
-	if (pin.pidfd >= 0)
-		close(pin.pidfd);
-	log_action(caller, target ? target : pid, exe, res);
-}
-
-static bool contains(const int32_t *v, size_t n, int32_t pid)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i] == pid)
-			return true;
-	return false;
-}
-
-/*
- * Appends pid (as the caller numbers it) and, depth first, its descendants;
- * stops quietly at the limit.  A PID that cannot be read is still listed:
- * action_run will say what is wrong with it.
- */
-static void add_tree(const struct pidns_view *view, int32_t *v, size_t *n, int32_t pid, int depth)
-{
-	pid_t ours, *kids = NULL;
-	size_t nkids = 0;
-
-	if (*n >= PROTO_MAX_PIDS || contains(v, *n, pid))
-		return;
-	v[(*n)++] = pid;
-	if (depth > 64 || pidns_to_daemon(view, pid, &ours) < 0 ||
-	    procfs_list_children(ours, &kids, &nkids) < 0)
-		return;
-	for (size_t i = 0; i < nkids; i++) {
-		pid_t theirs;
-
-		if (pidns_to_caller(view, kids[i], &theirs) == 0)
-			add_tree(view, v, n, theirs, depth + 1);
-	}
-	free(kids);
-}
-
-/* The start time of the process the caller calls pid, or 0 when there is none. */
-static uint64_t arrival_start(const struct pidns_view *view, bool have_view, int32_t pid)
-{
-	struct procfs_stat st;
-	pid_t ours;
-
-	if (!have_view || pidns_to_daemon(view, pid, &ours) < 0 || procfs_read_stat(ours, &st) < 0)
-		return 0;
-	return st.starttime;
-}
-
-int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
-			  struct action_target **ret, size_t *ret_n)
-{
-	struct pidns_view view;
-	struct action_target *t;
-	int32_t *v;
-	size_t n = 0;
-	bool have_view = pidns_view_of(caller->pid, &view) == 0;
-	bool tree = (req->flags & PROTO_FLAG_TREE) && have_view;
-
-	v = malloc(PROTO_MAX_PIDS * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < req->npids && i < PROTO_MAX_PIDS; i++) {
-		if (tree)
-			add_tree(&view, v, &n, req->pids[i], 0);
-		else
-			v[n++] = req->pids[i];
-	}
-	t = malloc((n ? n : 1) * sizeof(*t));
-	if (!t) {
-		free(v);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		t[i].pid = v[i];
-		t[i].arrival_start = arrival_start(&view, have_view, v[i]);
-	}
-	free(v);
-	*ret = t;
-	*ret_n = n;
-	return 0;
+	log_action(caller, want->ours ? want->ours : want->pid, exe, res);
+	pin_close(&want->pidfd);
 }

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One target of a request, from the PID the caller named to the reply:
- * resolve the PID, pin it, authorize the caller, run the patch procedure
- * (or only read, for status), and log the outcome once.
+ * A request's targets, from the PIDs the caller named to the replies:
+ * resolve each PID in the caller's PID namespace and pin it the moment the
+ * request is read (action_expand_*), then, at each target's turn, check the
+ * pin, authorize the caller, run the patch procedure (or only read, for
+ * status), and log the outcome once (action_run).
  */
 #ifndef BTGUARD_ACTION_H
 #define BTGUARD_ACTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,34 +18,59 @@
 #include "auth.h"
 
 /*
- * A target as the request named it (the caller's PID number), pinned by
- * the start time its process had when the request arrived (0: there was no
- * such process then).  A PID whose process has changed by the time its
- * turn comes is refused, never acted on.
+ * A target as the request named it (the caller's PID number), pinned when
+ * the request arrived: a pidfd for the very process that had the PID then.
+ * A target that could not be resolved, pinned or (for a non-root caller)
+ * authorized at arrival carries the answer it will get (err < 0) and no
+ * pin.  Without pidfds (kernels before 5.3, valgrind) the start time is
+ * the pin instead.
  */
 struct action_target {
-	int32_t  pid;
-	uint64_t arrival_start;
+	int32_t  pid;        /* as the caller numbers it */
+	pid_t    ours;       /* in the daemon's PID namespace; 0 when none */
+	int      pidfd;      /* the pin, -1 when none */
+	int      err;        /* 0, or the answer decided at arrival */
+	uint64_t start;      /* start time, only when pidfds are unavailable */
+	bool     thread;     /* err: the PID is a thread, not a process */
+	bool     hidden;     /* the caller's /proc hides what it may not act on */
 };
 
-/*
- * Acts on one target.  Never fails as a function: every outcome, success
- * or error, is written into *res (pid, error, state, sites, message,
- * pause), which the caller sends as one RESULT message.
- */
-void action_run(const struct auth_caller *caller, unsigned action,
-		uint32_t deadline_ms, const struct action_target *target,
-		struct proto_result *res);
+/* One request's targets being resolved and pinned, a bounded step at a time. */
+struct action_expansion;
 
 /*
- * Turns a request's PID list into targets, pinned as they are now (call it
- * when the request arrives).  With PROTO_FLAG_TREE each named PID is
- * followed by its current descendants (depth first), duplicates removed,
- * at most PROTO_MAX_PIDS, all numbered as the caller sees them
- * (descendants the caller's PID namespace cannot see are left out).
- * *ret is malloc'ed.
+ * Starts on a request (call it when the request is read).  With
+ * PROTO_FLAG_TREE each named PID is followed by its current descendants
+ * (depth first) that the caller may act on, duplicates removed, at most
+ * PROTO_MAX_PIDS, all numbered as the caller sees them.
  */
-int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
-			  struct action_target **ret, size_t *ret_n);
+int action_expand_new(const struct auth_caller *caller, const struct proto_request *req,
+		      struct action_expansion **ret);
+
+/*
+ * Does about ACTION_STEP_US of the work, so the event loop is never held
+ * long by one request: 1 when the targets are complete, 0 when more
+ * remains, -errno when they cannot be listed.
+ */
+#define ACTION_STEP_US 2000u
+int action_expand_step(struct action_expansion *x);
+
+/* Hands the finished targets over (*ret malloc'ed, may be NULL when none) and frees x. */
+void action_expand_end(struct action_expansion *x, struct action_target **ret, size_t *ret_n);
+
+/* Frees an unfinished expansion and the pins it took.  NULL is fine. */
+void action_expand_free(struct action_expansion *x);
+
+/* Releases the pins of t[0..n) still held, and frees t. */
+void action_targets_free(struct action_target *t, size_t n);
+
+/*
+ * Acts on one target and releases its pin.  Never fails as a function:
+ * every outcome, success or error, is written into *res (pid, error,
+ * state, sites, message, pause), which the caller sends as one RESULT.
+ */
+void action_run(const struct auth_caller *caller, unsigned action,
+		uint32_t deadline_ms, struct action_target *target,
+		struct proto_result *res);
 
 #endif

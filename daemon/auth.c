@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,4 +108,88 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 
 	*ret = t;
 	return 0;
+}
+
+/* The n-th space-separated field of [p, end), or NULL; *ret_len its length. */
+static const char *field(const char *p, const char *end, int n, size_t *ret_len)
+{
+	for (;;) {
+		const char *sp;
+
+		while (p < end && *p == ' ')
+			p++;
+		if (p >= end)
+			return NULL;
+		sp = memchr(p, ' ', (size_t)(end - p));
+		if (!sp)
+			sp = end;
+		if (n-- == 0) {
+			*ret_len = (size_t)(sp - p);
+			return p;
+		}
+		p = sp;
+	}
+}
+
+static bool has_option(const char *opts, size_t len, const char *want)
+{
+	size_t wl = strlen(want);
+	const char *p = opts, *end = opts + len;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t l = comma ? (size_t)(comma - p) : (size_t)(end - p);
+
+		if (l == wl && memcmp(p, want, wl) == 0)
+			return true;
+		p += l + 1;
+	}
+	return false;
+}
+
+/*
+ * mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE
+ * SOURCE SUPEROPTS".  The last proc mount on /proc is the one the caller
+ * sees (a later mount covers an earlier one).  No proc at /proc at all:
+ * the caller sees no process, so it hides everything.
+ */
+int auth_mountinfo_hides_pids(const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len;
+	int hides = 1;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end, *mp, *sep, *fs, *opts;
+		size_t mpl, fsl, optl;
+
+		mp = field(p, le, 4, &mpl);
+		sep = memmem(p, (size_t)(le - p), " - ", 3);
+		if (mp && sep) {
+			fs = field(sep + 3, le, 0, &fsl);
+			opts = field(sep + 3, le, 2, &optl);
+			if (fs && opts && mpl == 5 && memcmp(mp, "/proc", 5) == 0 &&
+			    fsl == 4 && memcmp(fs, "proc", 4) == 0)
+				hides = has_option(opts, optl, "hidepid=invisible") ||
+					has_option(opts, optl, "hidepid=ptraceable") ||
+					has_option(opts, optl, "hidepid=2") ||
+					has_option(opts, optl, "hidepid=4");
+		}
+		p = le + 1;
+	}
+	return hides;
+}
+
+bool auth_caller_hides_pids(pid_t caller)
+{
+	char path[48], *buf = NULL;
+	size_t len;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)caller);
+	if (procfs_read_file(path, 1u << 22, &buf, &len) < 0)
+		return true;
+	r = auth_mountinfo_hides_pids(buf, len);
+	free(buf);
+	return r != 0;
 }

@@ -46,4 +46,17 @@ int auth_check(const struct auth_caller *caller, const struct auth_target *targe
  */
 int auth_read_target(pid_t pid, struct auth_target *ret);
 
+/*
+ * Whether the caller's view of processes hides those it may not ptrace:
+ * the proc file system mounted at /proc in its mount namespace has
+ * hidepid=invisible (2) or hidepid=ptraceable (4).  Such a caller must not
+ * learn from the daemon that a hidden PID exists, so a PID it may not act
+ * on answers exactly like one that does not exist.  Anything that cannot
+ * be read or parsed counts as hiding: that only makes answers vaguer.
+ */
+bool auth_caller_hides_pids(pid_t caller);
+
+/* The pure part: 1 when mountinfo text (as in /proc/PID/mountinfo) says so, else 0. */
+int auth_mountinfo_hides_pids(const char *buf, size_t len);
+
 #endif

@@ -13,7 +13,8 @@
  * Limits, all per connection:
  *  - input: one message at a time, at most PROTO_HEADER_SIZE +
  *    PROTO_MAX_PAYLOAD bytes; a started message must complete in 10 s;
- *  - idle: nothing pending and nothing half-read for 60 s closes it;
+ *  - idle: nothing pending and nothing half-read for 60 s closes it, or
+ *    for 5 s while the daemon is crowded (struct server's crowded);
  *  - output: capped at 8 MiB; above 1 MiB its targets wait until it
  *    drains; 10 s without the client reading anything drops it.
  */
@@ -34,6 +35,7 @@
 
 #define MESSAGE_TIMEOUT_MS  10000u
 #define IDLE_TIMEOUT_MS     60000u
+#define IDLE_CROWDED_MS     5000u
 #define WRITE_STALL_MS      10000u
 #define OUT_HARD_CAP        (8u << 20)
 #define OUT_HIGH_WATER      (1u << 20)
@@ -66,8 +68,8 @@ static void input_reset(struct conn *c)
 
 static void work_enqueue(struct server *srv, struct conn *c)
 {
-	if (c->queued || c->fd < 0 || srv->stopping || !c->busy || c->next_target >= c->ntargets ||
-	    out_pending(c) > OUT_HIGH_WATER)
+	if (c->queued || c->fd < 0 || srv->stopping || !c->busy ||
+	    (!c->expanding && c->next_target >= c->ntargets) || out_pending(c) > OUT_HIGH_WATER)
 		return;
 	c->work_next = NULL;
 	if (srv->work_tail)
@@ -137,7 +139,8 @@ void conn_close(struct server *srv, struct conn *c)
 static void conn_free(struct conn *c)
 {
 	free(c->payload);
-	free(c->targets);
+	action_expand_free(c->expanding);
+	action_targets_free(c->targets, c->ntargets);
 	free(c->out);
 	free(c);
 }
@@ -169,7 +172,10 @@ static void conn_drop(struct server *srv, struct conn *c, const char *fmt, ...)
 /* The peer is gone (or unusable): whatever it still had queued is not run. */
 static void conn_gone(struct server *srv, struct conn *c, const char *why)
 {
-	if (c->busy && c->next_target < c->ntargets)
+	if (c->expanding)
+		log_msg(LOG_DEBUG, "client pid=%d: %s; dropping a request still being read",
+			(int)c->caller.pid, why);
+	else if (c->busy && c->next_target < c->ntargets)
 		log_msg(LOG_DEBUG, "client pid=%d: %s; dropping %zu pending target(s)",
 			(int)c->caller.pid, why, c->ntargets - c->next_target);
 	else
@@ -408,13 +414,56 @@ static void finish_request(struct server *srv, struct conn *c)
 {
 	uint32_t count = (uint32_t)c->ntargets;
 
-	free(c->targets);
+	action_targets_free(c->targets, c->ntargets);
 	c->targets = NULL;
 	c->ntargets = c->next_target = 0;
 	c->busy = false;
 	c->last_activity = now_ms();
 	srv->requests_served++;
 	conn_send_encoded(srv, c, proto_encode_done(count, srv->msg, MSG_BUF_SIZE), "DONE");
+	conn_update_events(srv, c);
+}
+
+/* Our failure, not the client's: tell it and keep the connection. */
+static void expand_failed(struct server *srv, struct conn *c, int r)
+{
+	log_msg(LOG_ERR, "cannot list the targets of a request: %s",
+		r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
+	action_expand_free(c->expanding);
+	c->expanding = NULL;
+	c->busy = false;
+	c->last_activity = now_ms();
+	conn_send_encoded(srv, c,
+			  proto_encode_error(proto_error_from_negative(r),
+					     "the daemon could not list the request's targets",
+					     srv->msg, MSG_BUF_SIZE), "ERROR");
+	if (c->fd >= 0)
+		conn_update_events(srv, c);
+}
+
+/*
+ * One bounded step of resolving and pinning c's targets (ACTION_STEP_US):
+ * a request naming thousands of PIDs, or coming from another PID
+ * namespace, takes its turns like any other instead of holding the loop.
+ */
+static void expand_step(struct server *srv, struct conn *c)
+{
+	int r = action_expand_step(c->expanding);
+
+	if (r < 0) {
+		expand_failed(srv, c, r);
+		return;
+	}
+	if (r > 0) {
+		action_expand_end(c->expanding, &c->targets, &c->ntargets);
+		c->expanding = NULL;
+		log_msg(LOG_DEBUG, "client pid=%d: %zu target(s)", (int)c->caller.pid, c->ntargets);
+		if (c->ntargets == 0) {
+			finish_request(srv, c);
+			return;
+		}
+	}
+	work_enqueue(srv, c);
 	conn_update_events(srv, c);
 }
 
@@ -427,29 +476,20 @@ static void take_request(struct server *srv, struct conn *c)
 		return;
 	}
 	input_reset(c);
-	r = action_expand_targets(&c->caller, srv->req, &c->targets, &c->ntargets);
+	/* Pins its targets from now on; the rest of the work is done in turns. */
+	r = action_expand_new(&c->caller, srv->req, &c->expanding);
 	if (r < 0) {
-		/* Our failure, not the client's: tell it and keep the connection. */
-		log_msg(LOG_ERR, "cannot expand the targets of a request: %s", strerror(-r));
-		conn_send_encoded(srv, c,
-				  proto_encode_error(proto_error_from_negative(r),
-						     "the daemon could not list the request's targets",
-						     srv->msg, MSG_BUF_SIZE), "ERROR");
-		conn_update_events(srv, c);
+		expand_failed(srv, c, r);
 		return;
 	}
 	c->busy = true;
 	c->action = srv->req->action;
 	c->deadline_ms = srv->req->deadline_ms ? srv->req->deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
-	c->next_target = 0;
-	log_msg(LOG_DEBUG, "client pid=%d uid=%u: %s request, %zu target(s)", (int)c->caller.pid,
-		(unsigned)c->caller.uid, proto_action_name(c->action), c->ntargets);
-	if (c->ntargets == 0) {
-		finish_request(srv, c);
-		return;
-	}
-	work_enqueue(srv, c);
-	conn_update_events(srv, c);
+	c->next_target = c->ntargets = 0;
+	log_msg(LOG_DEBUG, "client pid=%d uid=%u: %s request, %u PID(s)", (int)c->caller.pid,
+		(unsigned)c->caller.uid, proto_action_name(c->action), srv->req->npids);
+	/* A first step at once: most requests are done with it. */
+	expand_step(srv, c);
 }
 
 static bool take_header(struct server *srv, struct conn *c)
@@ -574,6 +614,10 @@ void conn_run_one_target(struct server *srv)
 
 	if (!c)
 		return;
+	if (c->expanding) {
+		expand_step(srv, c);
+		return;
+	}
 	action_run(&c->caller, c->action, c->deadline_ms, &c->targets[c->next_target++], srv->res);
 	conn_send_encoded(srv, c, proto_encode_result(srv->res, srv->msg, MSG_BUF_SIZE), "RESULT");
 	if (c->fd < 0)
@@ -591,7 +635,14 @@ size_t conn_answer_shutdown(struct server *srv, struct conn *c)
 	size_t n = 0;
 
 	work_remove(srv, c);
-	if (c->busy) {
+	if (c->expanding) {
+		/* Not one target listed yet: the request as a whole is refused. */
+		action_expand_free(c->expanding);
+		c->expanding = NULL;
+		c->busy = false;
+		conn_send_encoded(srv, c, proto_encode_error(BTG_ERR_SHUTDOWN, SHUTDOWN_TEXT, srv->msg,
+							     MSG_BUF_SIZE), "ERROR");
+	} else if (c->busy) {
 		while (c->fd >= 0 && c->next_target < c->ntargets) {
 			struct proto_result *res = srv->res;
 
@@ -622,6 +673,8 @@ size_t conn_answer_shutdown(struct server *srv, struct conn *c)
 
 void conn_check_timers(struct server *srv, struct conn *c, uint64_t now)
 {
+	unsigned idle_limit = srv->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
+
 	if (out_pending(c) && now - c->out_progress >= WRITE_STALL_MS)
 		conn_drop(srv, c, "read nothing for %u s while replies were waiting",
 			  WRITE_STALL_MS / 1000);
@@ -632,9 +685,9 @@ void conn_check_timers(struct server *srv, struct conn *c, uint64_t now)
 			    c->hdr_len + c->pay_len,
 			    PROTO_HEADER_SIZE + (c->have_header ? (size_t)c->hdr.length : 0));
 	else if (!c->busy && !c->closing && !input_partial(c) && !out_pending(c) &&
-		 now - c->last_activity >= IDLE_TIMEOUT_MS) {
-		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s; closing",
-			(int)c->caller.pid, IDLE_TIMEOUT_MS / 1000);
+		 now - c->last_activity >= idle_limit) {
+		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s%s; closing", (int)c->caller.pid,
+			idle_limit / 1000, idle_limit < IDLE_TIMEOUT_MS ? " while crowded" : "");
 		conn_close(srv, c);
 	}
 }

@@ -17,6 +17,16 @@
 #include "auth.h"
 #include "server.h"
 
+/*
+ * Connection slots.  Any one non-root uid may hold SERVER_MAX_CONNS_PER_UID,
+ * all non-root uids together all but SERVER_ROOT_RESERVE, so no user can
+ * lock another, or root, out.  Once the shared slots are all taken, idle
+ * connections are dropped after 5 s instead of the usual 60 s (conn.c).
+ */
+#define SERVER_MAX_CONNS          1024u
+#define SERVER_ROOT_RESERVE       64u
+#define SERVER_MAX_CONNS_PER_UID  64u
+
 /* Encode scratch: the largest message there is. */
 #define MSG_BUF_SIZE (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
 
@@ -37,10 +47,15 @@ struct conn {
 	size_t pay_len;
 	uint64_t msg_start;        /* first byte of the message being read */
 
-	/* The request being answered: targets[next_target..] still to run. */
+	/*
+	 * The request being answered: first its targets are resolved and
+	 * pinned, a step per turn (expanding), then targets[next_target..]
+	 * still to run, one per turn.
+	 */
 	bool busy;
 	unsigned action;
 	uint32_t deadline_ms;
+	struct action_expansion *expanding;
 	struct action_target *targets;
 	size_t ntargets, next_target;
 
@@ -69,6 +84,7 @@ struct server {
 	unsigned stop_signals;        /* SIGTERM/SIGINT seen; a second one ends the flush */
 	uint64_t idle_since;
 	uint64_t next_sweep;
+	bool crowded;                 /* at the last sweep only root could still connect */
 	uint64_t requests_served;
 	char status[96];              /* last STATUS= sent */
 	uint64_t status_sent;
@@ -97,7 +113,10 @@ void conn_bury(struct server *srv);
 /* Handles epoll events for c: reads, writes, hang-ups. */
 void conn_event(struct server *srv, struct conn *c, uint32_t events);
 
-/* Runs the next target of the connection at the head of the work queue. */
+/*
+ * Runs one turn of the connection at the head of the work queue: a step of
+ * resolving its request's targets, or its next target.
+ */
 void conn_run_one_target(struct server *srv);
 
 /*

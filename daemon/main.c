@@ -27,6 +27,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
+#include "pin.h"
 #include "server.h"
 
 #ifndef BTGUARD_VERSION
@@ -107,6 +108,10 @@ static void print_help(FILE *f)
 "        When set, readiness and status are reported with sd_notify(3):\n"
 "        READY=1 once serving, STATUS= with client and request counts,\n"
 "        STOPPING=1 on the way out.\n"
+"    WATCHDOG_USEC, WATCHDOG_PID\n"
+"        Set by systemd for WatchdogSec=: WATCHDOG=1 is sent every half\n"
+"        interval, also while one operation retries, so a daemon that hangs\n"
+"        or is stopped is killed and the kernel releases its targets.\n"
 "    JOURNAL_STREAM\n"
 "        When it names our stderr, log records go to the journal with\n"
 "        structured fields (BTGUARD_ACTION, BTGUARD_TARGET_PID,\n"
@@ -244,14 +249,15 @@ static int setup_signals(void)
 }
 
 /*
- * 1024 clients plus our own descriptors (epoll, signalfd, pidfds and /proc
- * files while acting) do not fit the usual soft limit of 1024.  Raising the
- * soft limit up to the hard one needs no privilege.
+ * 1024 clients, our own descriptors (epoll, signalfd, /proc files while
+ * acting) and a pidfd for every target of every queued request (pin.h) do
+ * not fit the usual soft limit of 1024.  Raising the soft limit up to the
+ * hard one needs no privilege; pin.c sizes its budget from what we got.
  */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = 4096;
+	rlim_t want = PIN_MAX + PIN_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;

@@ -51,6 +51,7 @@
 #include "stackcheck.h"
 #include "timeutil.h"
 #include "vmshare.h"
+#include "watchdog.h"
 
 #define BACKOFF_FIRST_US 500
 #define BACKOFF_MAX_US   20000
@@ -488,6 +489,7 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	for (;;) {
 		struct timespec left;
 
+		watchdog_kick();  /* an operation may retry up to 60 s (watchdog.h) */
 		/* A thread killed while we held it (an exec's de_thread kills
 		 * every other thread) stays a zombie until its tracer, us, reaps
 		 * it, and the exec waits in D state for that: reap before the D

@@ -2,10 +2,12 @@
 /*
  * PID namespace translation through /proc/PID/status NSpid lines (every
  * number a task has, outermost namespace first, as seen from our /proc)
- * and /proc/PID/ns/pid identities.  A number is resolved by scanning our
- * /proc for the task whose NSpid at the caller's level equals it and whose
- * namespace at that level is the caller's: sibling containers reuse the
- * same numbers, so the number alone proves nothing.
+ * and /proc/PID/ns/pid identities.  A caller's number is resolved by
+ * scanning our /proc for the task whose NSpid at the caller's level equals
+ * it and whose namespace at that level is the caller's: sibling containers
+ * reuse the same numbers, so the number alone proves nothing.  The scan
+ * costs a few system calls per process on the node, so it is done once per
+ * request, in bounded steps (pidns_scan_*), never once per PID.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../proto/proto.h"
@@ -79,37 +82,120 @@ static bool ns_ancestor_is(pid_t pid, int up, const struct pidns_view *v)
 	return same;
 }
 
-int pidns_to_daemon(const struct pidns_view *v, pid_t pid, pid_t *ret)
-{
-	DIR *d;
-	struct dirent *e;
-	int r = -BTG_ERR_NOPROC;
+struct pidns_pair {
+	pid_t theirs, ours;
+};
 
-	if (v->same) {
-		*ret = pid;
-		return 0;
+struct pidns_scan {
+	struct pidns_view view;
+	DIR *dir;                  /* NULL once the scan is complete */
+	struct pidns_pair *v;      /* sorted by .theirs once complete */
+	size_t n, cap;
+};
+
+int pidns_scan_new(const struct pidns_view *v, struct pidns_scan **ret)
+{
+	struct pidns_scan *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->view = *v;
+	s->dir = opendir("/proc");
+	if (!s->dir) {
+		r = -errno;
+		free(s);
+		return r;
 	}
-	d = opendir("/proc");
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		struct procfs_status st;
+	*ret = s;
+	return 0;
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const struct pidns_pair *x = a, *y = b;
+
+	return (x->theirs > y->theirs) - (x->theirs < y->theirs);
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Adds our process n when it has a number in the caller's namespace. */
+static int scan_one(struct pidns_scan *s, pid_t n)
+{
+	const struct pidns_view *v = &s->view;
+	struct procfs_status st;
+
+	if (procfs_read_status(n, &st) < 0 || st.nspid_n <= v->level ||
+	    !ns_ancestor_is(n, st.nspid_n - 1 - v->level, v))
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct pidns_pair *p = realloc(s->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->v = p;
+		s->cap = cap;
+	}
+	s->v[s->n++] = (struct pidns_pair){ .theirs = st.nspid[v->level], .ours = n };
+	return 0;
+}
+
+int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us)
+{
+	uint64_t until = mono_us() + budget_us;
+	struct dirent *e;
+
+	if (!s->dir)
+		return 1;
+	while ((e = readdir(s->dir))) {
 		char *end;
 		long n = strtol(e->d_name, &end, 10);
+		int r;
 
 		if (*end || n <= 0)
 			continue;
-		if (procfs_read_status((pid_t)n, &st) < 0 || st.nspid_n <= v->level ||
-		    st.nspid[v->level] != pid)
-			continue;
-		if (ns_ancestor_is((pid_t)n, st.nspid_n - 1 - v->level, v)) {
-			*ret = (pid_t)n;
-			r = 0;
-			break;
-		}
+		r = scan_one(s, (pid_t)n);
+		if (r < 0)
+			return r;
+		if (mono_us() >= until)
+			return 0;
 	}
-	closedir(d);
-	return r;
+	closedir(s->dir);
+	s->dir = NULL;
+	qsort(s->v, s->n, sizeof(*s->v), pair_cmp);
+	return 1;
+}
+
+int pidns_scan_lookup(const struct pidns_scan *s, pid_t theirs, pid_t *ret)
+{
+	struct pidns_pair key = { .theirs = theirs };
+	const struct pidns_pair *hit;
+
+	if (s->dir)
+		return -EAGAIN;   /* not complete: a broken invariant of the caller */
+	hit = bsearch(&key, s->v, s->n, sizeof(*s->v), pair_cmp);
+	if (!hit)
+		return -BTG_ERR_NOPROC;
+	*ret = hit->ours;
+	return 0;
+}
+
+void pidns_scan_free(struct pidns_scan *s)
+{
+	if (!s)
+		return;
+	if (s->dir)
+		closedir(s->dir);
+	free(s->v);
+	free(s);
 }
 
 int pidns_to_caller(const struct pidns_view *v, pid_t pid, pid_t *ret)

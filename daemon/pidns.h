@@ -9,6 +9,7 @@
 #define BTGUARD_PIDNS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct pidns_view {
@@ -21,8 +22,22 @@ struct pidns_view {
 /* Learns the caller's namespace from its PID (as SO_PEERCRED gave it to us). */
 int pidns_view_of(pid_t caller, struct pidns_view *ret);
 
-/* Caller's number → daemon's number; -BTG_ERR_NOPROC when it is not visible to the caller. */
-int pidns_to_daemon(const struct pidns_view *v, pid_t pid, pid_t *ret);
+/*
+ * Caller's numbers → daemon's numbers, for a caller in another PID
+ * namespace.  Only a scan of all of /proc can tell which of our processes
+ * has a given number in the caller's namespace, so a request does one
+ * scan, however many PIDs it names, and the scan runs in steps the event
+ * loop schedules: pidns_scan_step() returns after about budget_us of work
+ * (1 once the scan is complete, 0 while entries remain, or -errno).  Then
+ * pidns_scan_lookup() answers each number from the table the scan built.
+ */
+struct pidns_scan;
+
+int pidns_scan_new(const struct pidns_view *v, struct pidns_scan **ret);
+int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us);
+/* -BTG_ERR_NOPROC when no process had that number in the caller's namespace. */
+int pidns_scan_lookup(const struct pidns_scan *s, pid_t theirs, pid_t *ret);
+void pidns_scan_free(struct pidns_scan *s);
 
 /* Daemon's number → caller's number; -BTG_ERR_NOPROC when the caller cannot see it. */
 int pidns_to_caller(const struct pidns_view *v, pid_t pid, pid_t *ret);

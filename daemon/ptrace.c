@@ -36,6 +36,7 @@
 #define BTGUARD_PTRACE_IMPL
 #include "ptrace.h"
 #include "timeutil.h"
+#include "watchdog.h"
 
 /*
  * The one call of ptrace(2) in btguard: 0 or -errno, and for PEEKTEXT the
@@ -278,8 +279,10 @@ static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline
 
 	if (!timespec_left(deadline, &left))
 		return false;
+	watchdog_cap_wait(&left);  /* a stop may be waited for up to 60 s (watchdog.h) */
 	if (ppoll(&p, 1, &left, NULL) > 0)
 		drain_signalfd(w->sigchld_fd);
+	watchdog_kick();
 	return true;
 }
 

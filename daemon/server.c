@@ -30,8 +30,8 @@
 #include "log.h"
 #include "ptrace.h"
 #include "server.h"
+#include "watchdog.h"
 
-#define SERVER_MAX_CONNS    1024u
 #define ACCEPT_PAUSE_MS     100u
 #define ACCEPT_WARN_MS      10000u
 #define SHUTDOWN_FLUSH_MS   2000u
@@ -77,6 +77,20 @@ static int resume_accepting(struct server *srv)
 	return 0;
 }
 
+/* Open connections of uid (at most SERVER_MAX_CONNS to walk, once per accept). */
+static unsigned conns_of(const struct server *srv, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct conn *c = srv->conns; c; c = c->next)
+		n += c->caller.uid == uid;
+	return n;
+}
+
+/*
+ * Slots are shared out (conn.h): the cap on one uid, then the reserve only
+ * root may use, so 1,024 idle connections of one user lock nobody out.
+ */
 static void add_client(struct server *srv, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
@@ -91,6 +105,18 @@ static void add_client(struct server *srv, int fd)
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
 		log_msg(LOG_DEBUG, "refusing a client: SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {
+		log_msg(LOG_DEBUG, "refusing a client of uid %u: the last %u connections are root's",
+			(unsigned)cred.uid, SERVER_ROOT_RESERVE);
+		close(fd);
+		return;
+	}
+	if (cred.uid != 0 && conns_of(srv, cred.uid) >= SERVER_MAX_CONNS_PER_UID) {
+		log_msg(LOG_DEBUG, "refusing a client: uid %u already has %u connections",
+			(unsigned)cred.uid, SERVER_MAX_CONNS_PER_UID);
 		close(fd);
 		return;
 	}
@@ -189,6 +215,12 @@ static void sweep(struct server *srv, uint64_t now)
 {
 	struct conn *c, *next;
 
+	/*
+	 * Decided once per sweep: every connection idle past the short limit
+	 * goes, not just enough of them to dip under the mark (a flood of
+	 * idle clients would refill it at once).
+	 */
+	srv->crowded = srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
 		conn_check_timers(srv, c, now);
@@ -216,9 +248,12 @@ static int loop_timeout(const struct server *srv)
 		deadline = srv->accept_resume;
 	if (srv->status_pending && srv->status_sent + STATUS_INTERVAL_MS < deadline)
 		deadline = srv->status_sent + STATUS_INTERVAL_MS;
+	now = now_ms();
+	/* The keep-alive is due: systemd kills a daemon that goes quiet. */
+	if (watchdog_due_ms() >= 0 && now + (uint64_t)watchdog_due_ms() < deadline)
+		deadline = now + (uint64_t)watchdog_due_ms();
 	if (deadline == UINT64_MAX && !srv->orphans)
 		return -1;
-	now = now_ms();
 	/* A task that never stopped for us must be let go the moment it does. */
 	if (srv->orphans && deadline > now + ORPHAN_POLL_MS)
 		deadline = now + ORPHAN_POLL_MS;
@@ -275,6 +310,7 @@ static int server_stop(struct server *srv)
 
 		if (now >= deadline)
 			break;
+		watchdog_kick();
 		n = epoll_wait(srv->epfd, evs, MAX_EVENTS, (int)(deadline - now));
 		if (n < 0 && errno != EINTR)
 			break;
@@ -355,6 +391,7 @@ int server_run(const struct server_config *cfg)
 	}
 	if (cfg->notify)
 		sd_notify(0, "READY=1\nSTATUS=serving");
+	watchdog_setup();
 
 	for (;;) {
 		uint64_t now;
@@ -374,6 +411,7 @@ int server_run(const struct server_config *cfg)
 			r = server_stop(&srv);
 			break;
 		}
+		watchdog_kick();
 		/* One target, then poll again: see the top of this file. */
 		conn_run_one_target(&srv);
 		conn_bury(&srv);

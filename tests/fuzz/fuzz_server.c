@@ -9,7 +9,7 @@
  * stopped in between.
  *
  * Only the parts that would touch other processes are replaced, further
- * down: action_expand_targets() and action_run() answer from the PID alone
+ * down: action_expand_*() and action_run() answer from the PID alone
  * (the harness runs as root: it must never ptrace a random PID), and
  * log_msg() formats into a buffer instead of the journal.
  *
@@ -102,35 +102,80 @@ static void expect_add(struct expect *e, int32_t pid)
 /* PID 0x7ffffff0 first in a request: the daemon cannot list the targets. */
 #define STUB_EXPAND_FAILS 0x7ffffff0
 
-int action_expand_targets(const struct auth_caller *caller, const struct proto_request *req,
-			  struct action_target **ret, size_t *ret_n)
-{
+/* The stub's expansion: the whole list at once, handed out after a few steps. */
+struct action_expansion {
 	struct action_target *t;
+	size_t n;
+	unsigned steps_left;     /* turns still to take: pids[0] % 3 */
+	bool fail;               /* the last step fails */
+};
+
+int action_expand_new(const struct auth_caller *caller, const struct proto_request *req,
+		      struct action_expansion **ret)
+{
+	struct action_expansion *x;
 	size_t n = 0;
 
 	(void)caller;
 	FUZZ_CHECK(req->npids >= 1 && req->npids <= PROTO_MAX_PIDS);
-	if (req->pids[0] == STUB_EXPAND_FAILS)
+	x = calloc(1, sizeof(*x));
+	if (!x)
 		return -ENOMEM;
-	t = malloc(PROTO_MAX_PIDS * sizeof(*t));
-	if (!t)
+	x->t = malloc(PROTO_MAX_PIDS * sizeof(*x->t));
+	if (!x->t) {
+		free(x);
 		return -ENOMEM;
+	}
+	x->steps_left = (uint32_t)req->pids[0] % 3u;
+	x->fail = req->pids[0] == STUB_EXPAND_FAILS;
 	/* --tree: PID p has p % 4 descendants, p+1 ... */
 	for (uint32_t i = 0; i < req->npids && n < PROTO_MAX_PIDS; i++) {
 		int32_t p = req->pids[i];
 
 		FUZZ_CHECK(p > 0);
-		t[n++] = (struct action_target){ .pid = p, .arrival_start = (uint64_t)p };
+		x->t[n++] = (struct action_target){ .pid = p, .ours = p, .pidfd = -1 };
 		if (!(req->flags & PROTO_FLAG_TREE))
 			continue;
 		for (int32_t k = 1; k <= p % 4 && p <= INT32_MAX - k && n < PROTO_MAX_PIDS; k++)
-			t[n++] = (struct action_target){ .pid = p + k, .arrival_start = (uint64_t)(p + k) };
+			x->t[n++] = (struct action_target){ .pid = p + k, .ours = p + k, .pidfd = -1 };
 	}
-	for (size_t i = 0; i < n; i++)
-		expect_add(&cur->exp, t[i].pid);
-	*ret = t;
-	*ret_n = n;
+	x->n = n;
+	*ret = x;
 	return 0;
+}
+
+int action_expand_step(struct action_expansion *x)
+{
+	if (x->steps_left > 0) {
+		x->steps_left--;
+		return 0;
+	}
+	if (x->fail)
+		return -ENOMEM;
+	return 1;
+}
+
+void action_expand_end(struct action_expansion *x, struct action_target **ret, size_t *ret_n)
+{
+	for (size_t i = 0; i < x->n; i++)
+		expect_add(&cur->exp, x->t[i].pid);
+	*ret = x->t;
+	*ret_n = x->n;
+	free(x);
+}
+
+void action_expand_free(struct action_expansion *x)
+{
+	if (!x)
+		return;
+	free(x->t);
+	free(x);
+}
+
+void action_targets_free(struct action_target *t, size_t n)
+{
+	(void)n;
+	free(t);
 }
 
 static uint32_t stub_error(int32_t pid)
@@ -146,7 +191,7 @@ static uint32_t stub_error(int32_t pid)
  * crosses the output high-water mark when the client does not read.
  */
 void action_run(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
-		const struct action_target *target, struct proto_result *res)
+		struct action_target *target, struct proto_result *res)
 {
 	int32_t pid = target->pid;
 	bool big = pid % 64 == 0;
@@ -156,7 +201,7 @@ void action_run(const struct auth_caller *caller, unsigned action, uint32_t dead
 	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
 	/* Targets run in request order, each once. */
 	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
-	FUZZ_CHECK(target->arrival_start == (uint64_t)pid);  /* the pin travels with its PID */
+	FUZZ_CHECK(target->ours == pid);  /* the pin travels with its PID */
 	cur->exp.run++;
 	memset(res, 0, sizeof(*res));
 	res->pid = pid;

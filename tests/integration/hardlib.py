@@ -71,6 +71,26 @@ class Site:
                 f"{self.original.hex()}, guarded {self.guarded.hex()})")
 
 
+# -------------------------------------------------------------- targets --
+
+# A process with a thread in uninterruptible sleep for as long as nobody
+# opens the FIFO in argv[1]: posix_spawn's CLONE_VFORK parent waits in D
+# state while the child blocks opening it.  The daemon never seizes such a
+# process, so a guard of it retries until its deadline - a long operation
+# with no test hook in the daemon.
+# "ready" comes first: os.posix_spawn keeps the GIL while it waits.
+D_TARGET = r"""
+import os, sys, threading, time
+def spawner():
+    os.posix_spawn("/bin/true", ["true"], {},
+                   file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])
+print("ready", flush=True)
+threading.Thread(target=spawner, daemon=True).start()
+while True:
+    time.sleep(60)
+"""
+
+
 # --------------------------------------------------------------- daemons --
 
 class KillableDaemon:

@@ -28,6 +28,11 @@ SIGSTOP only stretches what a busy scheduler can do anyway.
                               first.  Targets are pinned (start time) when
                               the daemon reads the request, so P's turn must
                               be refused with "pid-reused", nothing written.
+  test_recycled_within_a_tick the same as fast as a script can: the PID
+                              is recycled within milliseconds of the first
+                              process's start, often in the same 10 ms tick
+                              of /proc's start time, over and over; the
+                              pidfd taken on arrival must refuse every one.
   test_recycled_before_pin    a request still unread behind a slow one: its
                               PID is recycled before the daemon reads it, so
                               the request names the new process; the answer
@@ -107,21 +112,24 @@ def test_recycled_after_arrival():
     assert o["new_site"] == "original", where
 
 
+def test_recycled_within_a_tick():
+    o = run_inside("recycled-within-a-tick")
+    where = json.dumps({k: v for k, v in o.items() if k != "log_tail"}, indent=1)
+    print(f"recycled within a tick: {o['rounds']} rounds, {o['same_tick']} in the same tick")
+    assert o["rounds"] == RECYCLE_ROUNDS and not o["not_recycled"], where
+    # Otherwise the test proves nothing about the tick: the machine was too slow.
+    assert o["same_tick"] > 0, where
+    assert not o["touched"], where
+    assert set(o["errors"]) <= {"pid-reused"}, where
+    assert o["daemon_exit"] == 0 and not o["sanitizer"], where
+
+
+RECYCLE_ROUNDS = 40
+
+
 # ===================================================== inside the namespace ==
 # Everything below runs as PID 1 of a new PID namespace and prints one JSON
 # line of observations; the tests above judge them.
-
-# "ready" comes first: os.posix_spawn keeps the GIL while it waits.
-D_TARGET = r"""
-import os, sys, threading, time
-def spawner():
-    os.posix_spawn("/bin/true", ["true"], {},
-                   file_actions=[(os.POSIX_SPAWN_OPEN, 0, sys.argv[1], os.O_RDONLY, 0)])
-print("ready", flush=True)
-threading.Thread(target=spawner, daemon=True).start()
-while True:
-    time.sleep(60)
-"""
 
 
 class Inside:
@@ -147,7 +155,7 @@ class Inside:
         """A process with a thread in D state, and the FIFO that holds it."""
         fifo = self.dir / f"fifo{len(self.children)}"
         os.mkfifo(fifo)
-        p = self.spawn([sys.executable, "-c", D_TARGET, str(fifo)])
+        p = self.spawn([sys.executable, "-c", self.h.D_TARGET, str(fifo)])
         self.wait(lambda: self.d_threads(p.pid), f"a D-state thread in {p.pid}")
         return p
 
@@ -193,14 +201,14 @@ class Inside:
             f.write(str(pid - 1))
         return self.spawn(argv)
 
-    def wait(self, pred, what, timeout=20.0):
+    def wait(self, pred, what, timeout=20.0, interval=0.01):
         deadline = time.monotonic() + timeout
         while True:
             v = pred()
             if v:
                 return v
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.01)
+            time.sleep(interval)
 
     # -- the daemon
     def start_daemon(self):
@@ -343,8 +351,54 @@ def recycled_after_arrival(x):
     x.finish(obs)
 
 
+def starttime(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def recycled_within_a_tick(x):
+    """Each round: start P, send [slow, P] (so P waits its turn), make sure
+    the daemon has read the request, then kill P and start another process
+    on its PID at once.  The new process must never be guarded."""
+    c, h = x.c, x.h
+    x.start_daemon()
+    slow = x.d_target()
+    idle = str(c.VICTIMS / "idle")
+    obs = {"rounds": 0, "same_tick": 0, "not_recycled": [], "touched": [], "errors": []}
+    w = c.Wire(x.daemon.socket, timeout=120)
+    for _ in range(RECYCLE_ROUNDS):
+        old = x.spawn([idle, "1"], wait_ready=False)
+        old_start = starttime(old.pid)
+        w.send(c.encode_request(c.ACTION_GUARD, [slow.pid, old.pid], deadline_ms=400))
+        # The daemon holds slow's pin once it has read the request.
+        x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to read the request", timeout=60,
+               interval=0.0002)
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait(timeout=30)
+        new = x.fork_onto(old.pid, [idle, "1"])
+        obs["rounds"] += 1
+        if new.pid != old.pid:
+            obs["not_recycled"].append((old.pid, new.pid))
+        obs["same_tick"] += starttime(new.pid) == old_start
+        site = h.Site(new.pid)
+        first, second = w.read_results()
+        obs["errors"].append(h.error_name(second.error))
+        state = site.classify()
+        if state != "original" or second.flags & c.RESULT_WROTE or c.thread_problems(new.pid):
+            obs["touched"].append({"pid": new.pid, "site": state, "result": second.message,
+                                   "threads": c.thread_problems(new.pid)})
+        new.kill()
+        new.wait(timeout=30)
+        # Not slow's pin of this request any more: the next round waits for a fresh one.
+        x.wait(lambda: not x.daemon_pins(slow.pid), "the daemon to finish the request")
+    w.close()
+    x.kill_with_vfork_child(slow)
+    x.finish(obs)
+
+
 if __name__ == "__main__":
     scenarios = {"recycled-while-pinned": recycled_while_pinned,
                  "recycled-before-pin": recycled_before_pin,
-                 "recycled-after-arrival": recycled_after_arrival}
+                 "recycled-after-arrival": recycled_after_arrival,
+                 "recycled-within-a-tick": recycled_within_a_tick}
     scenarios[sys.argv[1]](Inside())

@@ -294,6 +294,46 @@ static void read_missing(void **state)
 	assert_int_equal(auth_read_target(-5, &t), -BTG_ERR_NOPROC);
 }
 
+static int hides(const char *text)
+{
+	return auth_mountinfo_hides_pids(text, strlen(text));
+}
+
+/* Which proc mount a caller sees, and whether it hides other users' processes. */
+static void mountinfo_hidepid(void **state)
+{
+	static const char root[] = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n";
+	static const char plain[] = "23 22 0:21 / /proc rw,nosuid shared:12 - proc proc rw\n";
+	static const char inv[] = "40 22 0:50 / /proc rw,relatime - proc proc rw,hidepid=invisible\n";
+	static const char old[] = "40 22 0:50 / /proc rw - proc proc rw,hidepid=2,gid=10\n";
+	static const char ptr[] = "40 22 0:50 / /proc rw - proc proc rw,hidepid=ptraceable\n";
+	static const char noacc[] = "40 22 0:50 / /proc rw - proc proc rw,hidepid=noaccess\n";
+	static const char elsewhere[] = "41 22 0:51 / /mnt/proc rw - proc proc rw,hidepid=invisible\n";
+	char buf[1024];
+
+	(void)state;
+	snprintf(buf, sizeof(buf), "%s%s", root, plain);
+	assert_int_equal(hides(buf), 0);
+	snprintf(buf, sizeof(buf), "%s%s", root, inv);
+	assert_int_equal(hides(buf), 1);
+	snprintf(buf, sizeof(buf), "%s%s", root, old);
+	assert_int_equal(hides(buf), 1);
+	snprintf(buf, sizeof(buf), "%s%s", root, ptr);
+	assert_int_equal(hides(buf), 1);
+	/* noaccess shows every PID directory, so existence is no secret. */
+	snprintf(buf, sizeof(buf), "%s%s", root, noacc);
+	assert_int_equal(hides(buf), 0);
+	/* The last mount on /proc is the one seen; others do not count. */
+	snprintf(buf, sizeof(buf), "%s%s%s", root, inv, plain);
+	assert_int_equal(hides(buf), 0);
+	snprintf(buf, sizeof(buf), "%s%s%s", root, plain, elsewhere);
+	assert_int_equal(hides(buf), 0);
+	/* No /proc at all, or nothing readable: hiding is the safe guess. */
+	assert_int_equal(hides(root), 1);
+	assert_int_equal(hides(""), 1);
+	assert_int_equal(hides("garbage without fields"), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +346,7 @@ int main(void)
 		cmocka_unit_test(read_dumpable),
 		cmocka_unit_test(read_kthreadd),
 		cmocka_unit_test(read_missing),
+		cmocka_unit_test(mountinfo_hidepid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
