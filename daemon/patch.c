@@ -477,7 +477,7 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 	unsigned backoff = BACKOFF_FIRST_US;
 	char busy_why[PROTO_MAX_MESSAGE + 1] = "";
 	size_t todo;
-	int r;
+	int r, r2;
 
 	r = plan_writes(a, &todo);
 	if (r < 0)
@@ -528,7 +528,12 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 		if (!is_retryable(r) || !timespec_left(a->deadline, &left))
 			return r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r;
 		back_off(&backoff, a->deadline);
-		/* The world moved while it ran: plan again from what it holds now. */
+		/*
+		 * The world moved while it ran: plan again from what it holds now.
+		 * The pin is checked before the reads, so a recycled PID's process
+		 * is not read, and again after them, so what was read (or the
+		 * failure to read it) is about the pinned process and nobody else.
+		 */
 		r = check_pin(a->pid, a->pin, a->why, a->why_len);
 		if (r == 0)
 			r = refresh_maps(a);
@@ -538,6 +543,9 @@ static int run_writes(struct attempt *a, struct proto_result *res)
 				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
 					 proto_strerror(r));
 		}
+		r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
+		if (r2 < 0)
+			r = r2;
 		if (r == 0)
 			r = plan_writes(a, &todo);
 		if (r < 0)
