@@ -193,3 +193,35 @@ def test_idle_connections_go_sooner_when_crowded(daemon, test_user):
         for s in socks:
             s.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_root_keeps_its_reserve_when_users_fill_the_rest(daemon):
+    """Fifteen users take their full share each: every slot but root's
+    reserve.  A sixteenth user is refused; root still gets in."""
+    import pwd
+    n_users = (MAX_CONNS - ROOT_RESERVE) // PER_UID
+    names = [f"btguard-fill-{i}" for i in range(n_users + 1)]
+    made, holders = [], []
+    try:
+        for name in names:
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name], check=True)
+                made.append(name)
+        users = [(pwd.getpwnam(n).pw_uid, pwd.getpwnam(n).pw_gid) for n in names]
+        # Within the 5 s after which a crowded daemon drops idle connections.
+        for user in users[:n_users]:
+            holders.append(hold_connections(daemon, user, PER_UID))
+        late = hold_connections(daemon, users[n_users], 8)
+        holders.append(late)
+        wait_for(lambda: daemon.log().count(f"connections are root's") >= 8,
+                 "the daemon to refuse the sixteenth user")
+        assert still_open(late) == 0
+        assert served(daemon), "root was locked out"
+        daemon.alive()
+    finally:
+        for p in holders:
+            stop_started(p)
+        for name in made:
+            subprocess.run(["userdel", name], check=False)

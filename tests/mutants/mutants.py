@@ -44,6 +44,10 @@ MUTANTS = [
     ("a thread still parked reported as traced by another process", "daemon/ptrace.c",
      [("\tif (st.tracer > 0 && st.tracer == getpid()) {", "\tif (st.tracer < 0) {")],
      ["test_prod_states.py::test_thread_slow_to_stop_is_never_called_a_foreign_tracer"]),
+    ("root's reserved connection slots given to users", "daemon/server.c",
+     [("\tif (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {",
+       "\tif (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS) {")],
+     ["test_fairness.py::test_root_keeps_its_reserve_when_users_fill_the_rest"]),
     # -- bugs the suite caught already; they must stay caught --
     ("activeness check always clear", "daemon/stackcheck.c",
      [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/* The thread's own PC first",
