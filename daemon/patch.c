@@ -132,8 +132,15 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 	bool exited = poll(&p, 1, 0) != 0;
 	int r = procfs_read_stat(pid, &st);
 
-	/* A live process under the PID that is not ours says more than "exited". */
-	if (r == 0 && st.starttime != pin->starttime) {
+	/*
+	 * A live process under the PID that is not ours says more than
+	 * "exited": another start time, or - recycled within the 10 ms tick
+	 * start times count - the same one while our pidfd says ours is gone.
+	 */
+	bool other = r == 0 && (st.starttime != pin->starttime ||
+				(exited && pin->pidfd >= 0 && st.state != 'Z' && st.state != 'X'));
+
+	if (other) {
 		snprintf(why, why_len, "PID %d now names another process", pid);
 		return -BTG_ERR_REUSED;
 	}

@@ -62,7 +62,7 @@ MUTANTS = [
        "\tfor (int i = 1; i < 2; i++)\n\t\tif (st->uid[i] != caller->uid)")],
      ["unit"]),
     ("the pin never checked", "daemon/patch.c",
-     [("\tif (r == 0 && st.starttime != pin->starttime) {", "\tif (r == 0 && st.starttime != pin->starttime && 0) {"),
+     [("\tif (other) {", "\tif (other && 0) {"),
       ("\tif (exited || r < 0) {", "\tif ((exited || r < 0) && 0) {")],
      ["test_pidreuse.py"]),
     ("foreign bytes taken as original", "daemon/stub.c",
