@@ -31,6 +31,7 @@
  * Moving the word to entry-4 to align it would carry only "mov w0, #0",
  * with "ret" in the next word: that is the split we avoid.
  */
+#define ARCH_PLAIN_STUB  { 0x00, 0x00, 0x80, 0x52, 0xc0, 0x03, 0x5f, 0xd6 }
 #define ARCH_STUB_BYTES  ARCH_PLAIN_STUB
 #define ARCH_STUB_LEN    8u
 
@@ -38,14 +39,16 @@
  * Landing pads kept as the first instruction, the stub right after.  With
  * BTI (-mbranch-protection=bti or standard) a function reached by an
  * indirect branch, as every PLT call (br x16/x17) is, must begin with a
- * compatible landing pad or the caller takes SIGILL; so the pad stays.
+ * compatible landing pad or the caller takes SIGILL (tried: overwriting the
+ * pad kills a target whose library is mapped PROT_BTI); so the pad stays.
  *  - bti c (and the other BTI forms): a pure landing pad, the plain stub.
  *  - paciasp / pacibsp (pac-ret; also implicit BTI c landing pads): the
  *    kept pad *runs* and signs x30 in place, inserting a PAC into its top
  *    bits.  A plain "ret" would then branch to a non-canonical address and
- *    fault, so after these pads the stub returns with "retaa" / "retab",
- *    which authenticates x30 against the same SP (unchanged: the stub
- *    touches neither SP nor x30) and strips the PAC.  Nothing else is
+ *    fault (tried under qemu -cpu max: the target dies), so after these
+ *    pads the stub returns with "retaa" / "retab", which authenticates x30
+ *    against the same SP (unchanged: the stub touches neither SP nor x30)
+ *    and strips the PAC.  Nothing else is
  *    needed for PAC: the stub never stores, reloads or re-signs x30.
  *    retaa/retab exist only with FEAT_PAuth (HWCAP_PACA); without it
  *    paciasp is a NOP hint and the plain stub is right, so these entries
@@ -55,7 +58,6 @@
  */
 #define ARCH_FEATURE_PAUTH 1u
 
-#define ARCH_PLAIN_STUB  { 0x00, 0x00, 0x80, 0x52, 0xc0, 0x03, 0x5f, 0xd6 }
 #define ARCH_LANDING_PAD_LEN 4u
 #define ARCH_LANDING_PADS { \
 	{ { 0x5f, 0x24, 0x03, 0xd5 }, 0, ARCH_PLAIN_STUB },       /* bti c */   \
