@@ -67,8 +67,8 @@ $(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/stub.c daemon/stub
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon \
 	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/stub.c $(CMOCKA_LIBS)
 
-# 2 to 4 minutes under TCG (most of it the guard/unguard cycles), never
-# more than the runner's 290 s timeout; the guest's serial console is kept in
+# About 3 minutes under TCG (most of it the guard/unguard cycles, which
+# stop early on a busy host), never more than the runner's 290 s timeout; the guest's serial console is kept in
 # $(AARCH64_BUILD)/qemu/console.log.
 check-aarch64: cross-aarch64 $(AARCH64_UNIT_BIN)
 	$(AARCH64_UNIT_BIN)
