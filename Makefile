@@ -68,7 +68,7 @@ VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
-        unit integration asan faults victims demo bench fuzz
+        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -120,8 +120,12 @@ $(BUILD)/victims/sigframe_fp: tests/victims/sigframe.c
 
 victims: $(VICTIM_BIN)
 
-unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+# The aarch64 cross build and its qemu test; also the aarch64 stub table's
+# unit test, which runs natively.
+include tests/aarch64/aarch64.mk
+
+unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN) $(AARCH64_UNIT_BIN); do echo "== $$t"; $$t; done
 
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
@@ -146,6 +150,7 @@ check: check-deps
 	$(MAKE) check-mutants
 	$(MAKE) check-install
 	$(MAKE) check-system
+	$(MAKE) check-aarch64
 
 # Planted bugs in the safety path (tests/mutants/): each must make its tests
 # fail.  A scratch copy under $(BUILD)/mutants; about 5 minutes.

@@ -454,6 +454,36 @@ static void reap_or_park(pid_t tid)
 		park(tid, false, 0);
 }
 
+/*
+ * The register sets arch.h lists, read with PTRACE_GETREGSET: the one
+ * request every Linux CPU has (arm64 has no PTRACE_GETREGS).  A set the
+ * kernel returns shorter than asked would leave registers unread, and a
+ * stack check on made-up registers is no check: -EIO.
+ */
+struct regset {
+	int note;       /* NT_PRSTATUS, ... */
+	size_t offset;  /* into arch_regs_t */
+	size_t len;
+};
+
+static const struct regset regsets[] = ARCH_REGSETS;
+
+static int read_regs(pid_t tid, arch_regs_t *regs)
+{
+	for (size_t i = 0; i < sizeof(regsets) / sizeof(regsets[0]); i++) {
+		struct iovec iov = { .iov_base = (char *)regs + regsets[i].offset,
+				     .iov_len = regsets[i].len };
+		int r = ptrace_call(PTRACE_GETREGSET, tid, (uint64_t)regsets[i].note,
+				    (uint64_t)(uintptr_t)&iov, NULL);
+
+		if (r < 0)
+			return r;
+		if (iov.iov_len != regsets[i].len)
+			return -EIO;
+	}
+	return 0;
+}
+
 static int read_all_regs(struct ptrace_world *w)
 {
 	size_t alive = 0;
@@ -467,7 +497,7 @@ static int read_all_regs(struct ptrace_world *w)
 			alive++;
 			continue;
 		}
-		int r = ptrace_call(PTRACE_GETREGS, t->tid, 0, (uint64_t)(uintptr_t)&t->regs, NULL);
+		int r = read_regs(t->tid, &t->regs);
 
 		if (r < 0) {
 			if (r != -ESRCH)
@@ -572,7 +602,7 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 		if (r == -BTG_ERR_GONE)
 			snprintf(why, why_len, "process %d exited while being stopped", w->pid);
 		else
-			snprintf(why, why_len, "PTRACE_GETREGS: %s", strerror(-r));
+			snprintf(why, why_len, "PTRACE_GETREGSET: %s", strerror(-r));
 		goto out_resume;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &w->all_stopped);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
+#include "arch.h"
 #include "elf.h"
 #include "procfs.h"
 #include "objcache.h"
@@ -146,7 +147,7 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	s->addr = addr;
 	s->ctx_len = ctx;
 	memcpy(s->orig, bytes, ctx);
-	if (stub_plan(s->orig, ctx, &s->plan) < 0)
+	if (stub_plan(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
 	list->n++;
 	return 0;

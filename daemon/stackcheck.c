@@ -49,7 +49,7 @@
  * libunwind-ptrace's stock accessors read registers and memory one word per
  * system call, and re-read /proc/PID/maps and re-map the object file for
  * every thread: tens of milliseconds of pause for a few threads.  Instead:
- *  - registers come from the PTRACE_GETREGS we already did;
+ *  - registers come from the PTRACE_GETREGSET we already did;
  *  - memory is read a page at a time through two small caches: one for the
  *    walked thread's own stack (emptied for each thread: an idle thread's
  *    walk costs one or two reads), one for everything else (unwind tables,
@@ -563,10 +563,20 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 
 	memset(hit, 0, sizeof(*hit));
 	hit->tid = tid;
-	/* The thread's own PC first: nothing needs reading to refuse. */
-	if (stackcheck_pc_unsafe(arch_regs_pc(regs), spans, nspans)) {
-		hit->pc = arch_regs_pc(regs);
-		return -BTG_ERR_BUSY;
+	/*
+	 * The addresses its registers hold first (its PC; on some CPUs the
+	 * link register, where a leaf keeps its return address and no stack
+	 * scan can see it): nothing needs reading to refuse.
+	 */
+	uint64_t resume[ARCH_MAX_RESUME_REGS];
+	size_t nresume = arch_regs_resume(regs, resume);
+
+	for (size_t i = 0; i < nresume; i++) {
+		if (stackcheck_pc_unsafe(resume[i], spans, nspans)) {
+			hit->pc = resume[i];
+			hit->frame = i == 0 ? 0 : 1;  /* the PC executes now, the others later */
+			return -BTG_ERR_BUSY;
+		}
 	}
 	sc->scanned++;
 	here = find_mapping(sc, arch_regs_sp(regs));

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Stub placement and byte classification.  The whole stub always travels
- * in one ptrace word starting at the stub itself (x86 allows the unaligned
- * word), so a target sees either all of it or none of it.
+ * in one ptrace word starting at the stub itself (both x86-64 and arm64
+ * ptrace take the unaligned word; arch_stub.h says why that is safe), so
+ * a target sees either all of it or none of it.
  */
 #include <errno.h>
 #include <string.h>
@@ -10,20 +11,37 @@
 #include "../proto/proto.h"
 #include "stub.h"
 
-static const uint8_t stub_bytes[ARCH_STUB_LEN] = ARCH_STUB_BYTES;
-static const uint8_t landing_pad[ARCH_LANDING_PAD_LEN] = ARCH_LANDING_PAD_BYTES;
+/* A landing pad the stub goes after, and the stub that follows it. */
+struct landing_pad {
+	uint8_t  pad[ARCH_LANDING_PAD_LEN];
+	unsigned needs;                 /* ARCH_FEATURE_* the stub below needs, or 0 */
+	uint8_t  stub[ARCH_STUB_LEN];
+};
 
-int stub_plan(const uint8_t *code, size_t len, struct stub_plan *ret)
+static const uint8_t stub_bytes[ARCH_STUB_LEN] = ARCH_STUB_BYTES;
+static const struct landing_pad landing_pads[] = ARCH_LANDING_PADS;
+
+int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret)
 {
+	const uint8_t *bytes = stub_bytes;
 	size_t offset = 0;
 
-	if (len >= ARCH_LANDING_PAD_LEN && !memcmp(code, landing_pad, ARCH_LANDING_PAD_LEN))
+	for (size_t i = 0; i < sizeof(landing_pads) / sizeof(landing_pads[0]); i++) {
+		const struct landing_pad *p = &landing_pads[i];
+
+		if (len < ARCH_LANDING_PAD_LEN || memcmp(code, p->pad, ARCH_LANDING_PAD_LEN))
+			continue;
 		offset = ARCH_LANDING_PAD_LEN;
+		/* Without the feature the pad is a no-op hint: the plain stub is right. */
+		if ((p->needs & features) == p->needs)
+			bytes = p->stub;
+		break;
+	}
 	if (len < offset + ARCH_WORD_LEN)
 		return -EINVAL;
 	ret->offset = offset;
 	ret->len = ARCH_STUB_LEN;
-	memcpy(ret->bytes, stub_bytes, ARCH_STUB_LEN);
+	memcpy(ret->bytes, bytes, ARCH_STUB_LEN);
 	return 0;
 }
 

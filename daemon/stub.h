@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arch.h"
+#include "arch_stub.h"
 
 struct stub_plan {
 	size_t  offset;                 /* from the function entry: after a landing pad */
@@ -20,10 +20,12 @@ struct stub_plan {
 
 /*
  * Plans the stub for a function whose original first bytes are
- * code[0..len).  The stub and the ptrace word that carries it must fit:
- * -EINVAL when len < offset + ARCH_WORD_LEN.
+ * code[0..len), on a CPU with the ARCH_FEATURE_* bits in features (the
+ * daemon passes arch_cpu_features(); tests pass what they test).  A known
+ * landing pad stays first and the stub follows it.  The stub and the ptrace
+ * word that carries it must fit: -EINVAL when len < offset + ARCH_WORD_LEN.
  */
-int stub_plan(const uint8_t *code, size_t len, struct stub_plan *ret);
+int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret);
 
 /* out[0..len) = orig with the stub laid over it. */
 void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, uint8_t *out);

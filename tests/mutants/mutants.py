@@ -50,8 +50,8 @@ MUTANTS = [
      ["test_fairness.py::test_root_keeps_its_reserve_when_users_fill_the_rest"]),
     # -- bugs the suite caught already; they must stay caught --
     ("activeness check always clear", "daemon/stackcheck.c",
-     [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/* The thread's own PC first",
-       "\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\treturn 0;\n\t/* The thread's own PC first")],
+     [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/*\n\t * The addresses its registers hold first",
+       "\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\treturn 0;\n\t/*\n\t * The addresses its registers hold first")],
      ["test_sigframes.py"]),
     ("no resume after a busy answer", "daemon/patch.c",
      [("\tr2 = ptrace_resume_all(&w);\n\ta->pause_us",

@@ -26,7 +26,7 @@ static void plan_without_endbr64_starts_at_entry(void **state)
 {
 	struct stub_plan p;
 	(void)state;
-	assert_int_equal(stub_plan(plain, sizeof(plain), &p), 0);
+	assert_int_equal(stub_plan(plain, sizeof(plain), 0, &p), 0);
 	assert_int_equal(p.offset, 0);
 	assert_int_equal(p.len, 3);
 	assert_memory_equal(p.bytes, "\x31\xc0\xc3", 3);
@@ -37,7 +37,7 @@ static void plan_with_endbr64_keeps_landing_pad(void **state)
 	struct stub_plan p;
 	uint8_t out[16];
 	(void)state;
-	assert_int_equal(stub_plan(ibt, sizeof(ibt), &p), 0);
+	assert_int_equal(stub_plan(ibt, sizeof(ibt), 0, &p), 0);
 	assert_int_equal(p.offset, 4);
 	stub_apply(ibt, sizeof(ibt), &p, out);
 	assert_memory_equal(out, "\xf3\x0f\x1e\xfa\x31\xc0\xc3", 7);
@@ -48,10 +48,10 @@ static void plan_refuses_when_the_word_does_not_fit(void **state)
 {
 	struct stub_plan p;
 	(void)state;
-	assert_int_equal(stub_plan(plain, 7, &p), -EINVAL);
-	assert_int_equal(stub_plan(plain, 8, &p), 0);
-	assert_int_equal(stub_plan(ibt, 11, &p), -EINVAL);
-	assert_int_equal(stub_plan(ibt, 12, &p), 0);
+	assert_int_equal(stub_plan(plain, 7, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan(plain, 8, 0, &p), 0);
+	assert_int_equal(stub_plan(ibt, 11, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan(ibt, 12, 0, &p), 0);
 }
 
 static void classify_original_guarded_foreign(void **state)
@@ -59,7 +59,7 @@ static void classify_original_guarded_foreign(void **state)
 	struct stub_plan p;
 	uint8_t mem[16];
 	(void)state;
-	assert_int_equal(stub_plan(plain, sizeof(plain), &p), 0);
+	assert_int_equal(stub_plan(plain, sizeof(plain), 0, &p), 0);
 	assert_int_equal(stub_classify(plain, plain, sizeof(plain), &p), PROTO_SITE_ORIGINAL);
 	stub_apply(plain, sizeof(plain), &p, mem);
 	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p), PROTO_SITE_GUARDED);
@@ -77,7 +77,7 @@ static void classify_endbr64_stub_placement_matters(void **state)
 	struct stub_plan p;
 	uint8_t mem[16];
 	(void)state;
-	assert_int_equal(stub_plan(ibt, sizeof(ibt), &p), 0);
+	assert_int_equal(stub_plan(ibt, sizeof(ibt), 0, &p), 0);
 	/* A stub written over the landing pad is not ours. */
 	memcpy(mem, ibt, sizeof(ibt));
 	memcpy(mem, "\x31\xc0\xc3", 3);

@@ -8,29 +8,17 @@
 #define BTGUARD_ARCH_H
 
 #include <elf.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/user.h>
 
 #define ARCH_NAME        "x86_64"
 #define ARCH_ELF_MACHINE EM_X86_64
 
-/*
- * The guard: "xor eax,eax; ret".  backtrace() returns int in eax; zero
- * frames is a valid answer that every caller (torch's c10::get_backtrace
- * among them) handles.  Three bytes fit in one ptrace word anywhere.
- */
-#define ARCH_STUB_BYTES  { 0x31, 0xc0, 0xc3 }
-#define ARCH_STUB_LEN    3u
+#include "arch_stub.h"
 
-/*
- * With IBT (-fcf-protection), an indirect call must land on endbr64; keep
- * it and put the stub right after it so the function stays a valid target.
- */
-#define ARCH_LANDING_PAD_BYTES { 0xf3, 0x0f, 0x1e, 0xfa }
-#define ARCH_LANDING_PAD_LEN   4u
-
-/* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */
-#define ARCH_WORD_LEN    8u
+/* CPU features a landing pad's stub may need (arch_stub.h): none here. */
+static inline unsigned arch_cpu_features(void) { return 0; }
 
 /*
  * Bytes below the stack pointer a leaf function may use without moving it
@@ -40,9 +28,28 @@
 
 typedef struct user_regs_struct arch_regs_t;
 
+/*
+ * The register sets ptrace_stop_all reads with PTRACE_GETREGSET, as
+ * { note type, offset in arch_regs_t, length }: NT_PRSTATUS is the whole
+ * user_regs_struct, fs_base included.
+ */
+#define ARCH_REGSETS { { NT_PRSTATUS, 0, sizeof(struct user_regs_struct) } }
+
 static inline uint64_t arch_regs_pc(const arch_regs_t *regs) { return regs->rip; }
 static inline uint64_t arch_regs_sp(const arch_regs_t *regs) { return regs->rsp; }
 /* The thread pointer (TLS base): glibc's thread control block. */
 static inline uint64_t arch_regs_thread_pointer(const arch_regs_t *regs) { return regs->fs_base; }
+
+/*
+ * Registers holding an address the thread will execute at later, the PC
+ * first: on x86-64 only the PC (a return address is always on the stack,
+ * where the scan finds it).  Returns how many were written to ret.
+ */
+#define ARCH_MAX_RESUME_REGS 1
+static inline size_t arch_regs_resume(const arch_regs_t *regs, uint64_t ret[ARCH_MAX_RESUME_REGS])
+{
+	ret[0] = regs->rip;
+	return 1;
+}
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * x86-64: libunwind's register numbers mapped onto the registers we saved
- * with PTRACE_GETREGS, so a stack walk needs no PTRACE_PEEKUSER calls.
+ * with PTRACE_GETREGSET, so a stack walk needs no PTRACE_PEEKUSER calls.
  */
 #ifndef BTGUARD_ARCH_UNWIND_H
 #define BTGUARD_ARCH_UNWIND_H

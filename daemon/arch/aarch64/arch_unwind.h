@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aarch64: libunwind's register numbers mapped onto the registers we saved
+ * with PTRACE_GETREGSET, so a stack walk needs no further ptrace calls.
+ */
+#ifndef BTGUARD_ARCH_UNWIND_H
+#define BTGUARD_ARCH_UNWIND_H
+
+#include <libunwind.h>
+
+#include "arch.h"
+
+static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
+{
+	/* UNW_AARCH64_X0..X30 are 0..30, in the order of user_regs_struct.regs. */
+	if (regnum >= UNW_AARCH64_X0 && regnum <= UNW_AARCH64_X30)
+		*ret = r->gp.regs[regnum - UNW_AARCH64_X0];
+	else if (regnum == UNW_AARCH64_SP)
+		*ret = r->gp.sp;
+	else if (regnum == UNW_AARCH64_PC)
+		*ret = r->gp.pc;
+	else if (regnum == UNW_AARCH64_PSTATE)
+		*ret = r->gp.pstate;
+	else
+		return -UNW_EBADREG;
+	return 0;
+}
+
+/*
+ * libunwind's DWARF table search, exported by libunwind-aarch64 (it is how
+ * libunwind-ptrace itself finds unwind info) but not declared in its
+ * public headers.  It reads the table through the address space's
+ * accessors with our argument, so it works from our memory cache.
+ */
+extern int _Uaarch64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+					       unw_dyn_info_t *di, unw_proc_info_t *pi,
+					       int need_unwind_info, void *arg);
+#define arch_unw_search_unwind_table _Uaarch64_dwarf_search_unwind_table
+
+#endif

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: MIT
+# aarch64: the cross build and its test under qemu-system-aarch64 (TCG
+# emulation, -cpu max: BTI and PAC).  Included by the Makefile.
+#
+#   make cross-aarch64   build/aarch64/btguardd, btguardctl and victims
+#   make check-aarch64   boot Debian's arm64 kernel with them, run the tests
+#
+# The arm64 libraries, busybox and kernel come from Debian's packages,
+# unpacked under build/aarch64/deps by tests/aarch64/fetch-deps (nothing is
+# installed on the host for them); the cross compiler and qemu are host
+# packages (tests/install-deps).
+
+AARCH64_BUILD := $(BUILD)/aarch64
+AARCH64_DEPS  := $(abspath $(AARCH64_BUILD))/deps
+AARCH64_CC    ?= aarch64-linux-gnu-gcc
+AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/root/usr/lib/aarch64-linux-gnu
+# Victims the guest runs: the glibc hammer, and backtrace() definitions
+# built with branch protection (paciasp and bti c landing pads).
+AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_loop $(AARCH64_BUILD)/victims/libbtpad_pac \
+                   $(AARCH64_BUILD)/victims/libbtpad_bti $(AARCH64_BUILD)/victims/leafcall \
+                   $(AARCH64_BUILD)/victims/libbtleaf
+AARCH64_VICTIM_CFLAGS = $(VICTIM_CFLAGS) -mbranch-protection=standard
+# The linker marks a shared object BTI only if every input is marked, and
+# the cross toolchain's crti.o/crtbeginS.o are not: without start files
+# (these libraries need no _init) the objects carry BTI+PAC, so ld.so maps
+# their code with PROT_BTI, and a stub that dropped the landing pad would
+# take SIGILL on the first PLT call.
+AARCH64_PAD_CFLAGS = $(AARCH64_VICTIM_CFLAGS) -shared -fPIC -nostartfiles
+
+.PHONY: cross-aarch64 check-aarch64
+
+# The same sources and flags as the native build (-Werror included), only
+# the arch headers, compiler, pkg-config answers and build directory differ.
+cross-aarch64: check-deps
+	tests/aarch64/fetch-deps $(AARCH64_DEPS)
+	$(MAKE) ARCH=aarch64 CC=$(AARCH64_CC) BUILD=$(AARCH64_BUILD) \
+	    PKG_CONFIG="$(abspath tests/aarch64/pkg-config) $(AARCH64_DEPS)" \
+	    LDFLAGS="-Wl,-rpath-link,$(AARCH64_LIBDIRS)" all
+	$(MAKE) $(AARCH64_VICTIMS)
+
+$(AARCH64_BUILD)/victims/bt_loop: tests/victims/bt_loop.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+$(AARCH64_BUILD)/victims/libbtpad_pac: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -o $@ $<
+
+$(AARCH64_BUILD)/victims/libbtpad_bti: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -DBTPAD_LEAF -o $@ $<
+
+# A thread parked in a leaf called from backtrace()'s first instruction.
+$(AARCH64_BUILD)/victims/leafcall: tests/aarch64/leafcall.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+$(AARCH64_BUILD)/victims/libbtleaf: tests/aarch64/libbtleaf.S
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) -shared -fPIC -nostartfiles -o $@ $<
+
+# The aarch64 stub table, tested natively: stub.c is pure data and logic.
+AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64
+$(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/stub.c daemon/stub.h \
+                     daemon/arch/aarch64/arch_stub.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon \
+	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/stub.c $(CMOCKA_LIBS)
+
+# About 3 minutes under TCG (most of it the guard/unguard cycles, which
+# stop early on a busy host), never more than the runner's 290 s timeout; the guest's serial console is kept in
+# $(AARCH64_BUILD)/qemu/console.log.
+check-aarch64: cross-aarch64 $(AARCH64_UNIT_BIN)
+	$(AARCH64_UNIT_BIN)
+	tests/aarch64/run $(AARCH64_BUILD)
