@@ -314,7 +314,13 @@ def test_uninterruptible_thread_is_busy(daemon, victim):
     before = read_report(v.report)
 
     t0 = time.monotonic()
-    res = one(daemon.ctl("--deadline", 500, "guard", v.pid, check=1), v.pid, "guard")
+    try:
+        # The client waits a little longer than the bound, so a deadline
+        # that never expires fails here, by name, not as a socket timeout.
+        r = daemon.ctl("--deadline", 500, "guard", v.pid, check=1, timeout=0.5 + 2.0 + 5.0)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no answer {time.monotonic() - t0:.1f} s after a 500 ms deadline")
+    res = one(r, v.pid, "guard")
     took = time.monotonic() - t0
     assert res["ok"] is False and res["error"] == "busy", res
     assert res["wrote"] is False and str(stuck) in res["message"], res
