@@ -14,6 +14,7 @@ Helpers are plain functions so test modules can `from conftest import ...`.
 """
 
 import collections
+import contextlib
 import json
 import os
 import pwd
@@ -578,9 +579,10 @@ def check_daemon_exit(rc, log):
     assert rc == 0, f"btguardd exited with {rc}:\n{log[-4000:]}"
 
 
-@pytest.fixture
-def daemon():
-    d = Daemon()
+@contextlib.contextmanager
+def running_daemon(**kw):
+    """A started Daemon(**kw), stopped afterwards, its exit checked."""
+    d = Daemon(**kw)
     try:
         d.wait_ready()
         yield d
@@ -591,6 +593,12 @@ def daemon():
         print("---- btguardd log (tail) ----")
         print("\n".join(log.splitlines()[-60:]))
     check_daemon_exit(rc, log)
+
+
+@pytest.fixture
+def daemon():
+    with running_daemon() as d:
+        yield d
 
 
 # ---------------------------------------------------------- raw protocol --

@@ -25,7 +25,8 @@ import time
 
 import pytest
 
-from conftest import MAX_PIDS, START_TIMEOUT, stop_started, user_prefix
+from conftest import MAX_PIDS, stop_started, user_prefix
+from prodlib import wait_for
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
 # client was served again (30 s and more on a node; here, with the extra
@@ -62,14 +63,6 @@ while True:
     else:
         raise SystemExit(f"kind {kind}")
 """
-
-
-def wait_for(pred, what, timeout=START_TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_namespaced_flood_does_not_stall_others(daemon, victim, test_user):

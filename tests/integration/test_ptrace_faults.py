@@ -8,27 +8,12 @@ as it was (every word already written restored), nothing stopped or
 traced, and the failure reported.
 """
 
-import contextlib
-import shutil
-
-import pytest
-
-from conftest import (FAULTS_BTGUARDD, Daemon, check_daemon_exit, expected_site, read_mem,
-                      thread_problems, wait_threads_running)
+from conftest import (FAULTS_BTGUARDD, expected_site, read_mem, running_daemon, thread_problems,
+                      wait_threads_running)
 
 
-@contextlib.contextmanager
 def faulty_daemon(spec):
-    d = Daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": spec})
-    try:
-        d.wait_ready()
-        yield d
-    finally:
-        rc, log = d.stop()
-        shutil.rmtree(d.dir, ignore_errors=True)
-        print("---- btguardd log (tail) ----")
-        print("\n".join(log.splitlines()[-60:]))
-    check_daemon_exit(rc, log)
+    return running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": spec})
 
 
 def status(d, pid):

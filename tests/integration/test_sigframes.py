@@ -10,13 +10,10 @@ the thread is parked, write nothing, and succeed once it has left; the
 victim must survive every step with the frames it should get.
 """
 
-import os
-import select
-import time
-
 import pytest
 
 from conftest import SETTLE_TIMEOUT, thread_problems
+from prodlib import Lines
 
 # Short: each busy answer waits out its whole deadline.
 BUSY_DEADLINE_MS = 300
@@ -32,33 +29,12 @@ VARIANTS = [
 ]
 
 
-class Lines:
-    """Reads a victim's stdout line by line, each wait bounded."""
-
-    def __init__(self, proc):
-        self.proc = proc
-        self.buf = b""
-
-    def expect(self, prefix, timeout=SETTLE_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while True:
-            while b"\n" in self.buf:
-                line, _, self.buf = self.buf.partition(b"\n")
-                text = line.decode()
-                if text.startswith(prefix):
-                    return text.split()
-                pytest.fail(f"victim said {text!r}, wanted {prefix!r}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                pytest.fail(f"victim never said {prefix!r} (status {self.proc.poll()})")
-            r, _, _ = select.select([fd], [], [], min(left, 0.5))
-            if r:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    pytest.fail(f"victim closed stdout before {prefix!r}: "
-                                f"status {self.proc.wait()}")
-                self.buf += chunk
+def expect(lines, prefix, timeout=SETTLE_TIMEOUT):
+    """The victim's next line, which must start with prefix, split in words."""
+    text = lines.next(timeout)
+    if not text.startswith(prefix):
+        pytest.fail(f"victim said {text!r}, wanted {prefix!r}")
+    return text.split()
 
 
 def tell(v, command):
@@ -72,7 +48,7 @@ def state_of(daemon, pid):
 
 def expect_resumed(out, state):
     """The call the handler interrupted completed; a fresh one answers as state says."""
-    _, seq, nframes = out.expect("resumed")
+    _, seq, nframes = expect(out, "resumed")
     if state == "guarded":
         assert int(nframes) == 0, "guarded backtrace() returned frames"
     else:
@@ -87,7 +63,7 @@ def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
     for action, before, after in (("guard", "unguarded", "guarded"),
                                   ("unguard", "guarded", "unguarded")):
         tell(v, "park")
-        seq = out.expect("parked")[1]
+        seq = expect(out, "parked")[1]
         r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=1).results[0]
         assert r["error"] == "busy", r
         assert "inside the bytes to change" in r["message"], r
@@ -102,7 +78,7 @@ def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
         assert thread_problems(v.pid) == []
         # A park in the bytes just written, for the other direction.
         tell(v, "park")
-        out.expect("parked")
+        expect(out, "parked")
         tell(v, "release")
         expect_resumed(out, after)
         v.assert_alive()

@@ -15,29 +15,21 @@
 
 #include "../../client/output.h"
 
-static char *json(const char *s)
+/* What one of the output functions writes for s, as a malloc'ed string. */
+static char *render(void (*write_fn)(FILE *, const char *), const char *s)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	assert_non_null(f);
-	output_json_string(f, s);
+	write_fn(f, s);
 	fclose(f);
 	return buf;
 }
 
-static char *text(const char *s)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	assert_non_null(f);
-	output_text(f, s);
-	fclose(f);
-	return buf;
-}
+static char *json(const char *s) { return render(output_json_string, s); }
+static char *text(const char *s) { return render(output_text, s); }
 
 static void json_escapes_what_it_must(void **state)
 {
