@@ -29,8 +29,8 @@
 #include "output.h"
 
 #define PROGRAM "btguardctl"
-#define VERSION "0.1.0"
-#define DEFAULT_SOCKET "/run/btguard/btguard.sock"
+#define VERSION BTGUARD_VERSION
+#define DEFAULT_SOCKET PROTO_DEFAULT_SOCKET
 #define DEFAULT_TIMEOUT_S 30.0
 #define MAX_TIMEOUT_S 86400.0
 

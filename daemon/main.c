@@ -30,11 +30,7 @@
 #include "pin.h"
 #include "server.h"
 
-#ifndef BTGUARD_VERSION
-#define BTGUARD_VERSION "0.1.0"
-#endif
-
-#define DEFAULT_SOCKET "/run/btguard/btguard.sock"
+#define DEFAULT_SOCKET PROTO_DEFAULT_SOCKET
 #define LISTEN_BACKLOG 128
 /* Keeps idle_exit_s * 1000 inside an int, the unit of epoll timeouts. */
 #define IDLE_EXIT_MAX  2000000u

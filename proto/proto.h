@@ -18,6 +18,12 @@
 
 #define PROTO_MAGIC        0x31475442u /* "BTG1" on the wire */
 #define PROTO_VERSION      1u
+
+/* What the client and the daemon agree on beyond the wire format. */
+#ifndef BTGUARD_VERSION
+#define BTGUARD_VERSION      "0.1.0"   /* debian/changelog's version */
+#endif
+#define PROTO_DEFAULT_SOCKET "/run/btguard/btguard.sock"
 #define PROTO_HEADER_SIZE  12u
 
 /* Hard limits.  A peer that exceeds one gets an error, never a bigger buffer. */

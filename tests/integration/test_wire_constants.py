@@ -12,7 +12,7 @@ from conftest import (ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, REPO, VERSION)
 
 PROTO_H = (REPO / "proto" / "proto.h").read_text()
 PROTO_C = (REPO / "proto" / "proto.c").read_text()
-ARCH_H = (REPO / "daemon" / "arch" / "x86_64" / "arch.h").read_text()
+ARCH_STUB_H = (REPO / "daemon" / "arch" / "x86_64" / "arch_stub.h").read_text()
 
 
 def define(text, name):
@@ -39,7 +39,16 @@ def test_limits_match_proto_h():
 
 def test_stub_matches_arch_h():
     from hardlib import ENDBR64, STUB
-    stub = re.search(r"#define ARCH_STUB_BYTES\s+\{([^}]*)\}", ARCH_H).group(1)
-    pad = re.search(r"#define ARCH_LANDING_PAD_BYTES\s+\{([^}]*)\}", ARCH_H).group(1)
+    stub = re.search(r"#define ARCH_STUB_BYTES\s+\{([^}]*)\}", ARCH_STUB_H).group(1)
+    pads = re.search(r"#define ARCH_LANDING_PADS\s+\{ \{ \{([^}]*)\}", ARCH_STUB_H).group(1)
     assert bytes(int(x, 16) for x in stub.split(",")) == STUB
-    assert bytes(int(x, 16) for x in pad.split(",")) == ENDBR64
+    assert bytes(int(x, 16) for x in pads.split(",")) == ENDBR64
+
+
+def test_version_and_socket_are_one_definition():
+    version = re.search(r'#define BTGUARD_VERSION\s+"([^"]+)"', PROTO_H).group(1)
+    changelog = (REPO / "debian" / "changelog").read_text().splitlines()[0]
+    assert changelog.startswith(f"btguard ({version})"), (version, changelog)
+    sock = re.search(r'#define PROTO_DEFAULT_SOCKET\s+"([^"]+)"', PROTO_H).group(1)
+    socket_unit = (REPO / "systemd" / "btguardd.socket").read_text()
+    assert f"ListenStream={sock}" in socket_unit
