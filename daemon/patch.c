@@ -258,6 +258,9 @@ static int write_sites(struct attempt *a, pid_t tid)
 			u = ptrace_peek_word(tid, site_word_addr(s), &got);
 		if (u == 0 && got != back)
 			u = -BTG_ERR_VERIFY;
+		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
+		if (u == -ESRCH)
+			continue;
 		if (u < 0 && r != -BTG_ERR_INTERNAL) {
 			size_t len = strlen(a->why);
 
