@@ -77,3 +77,17 @@ def test_failed_detach_is_reported_and_retried(victim):
         assert thread_problems(v.pid) == [], thread_problems(v.pid)
         assert "failed (Input/output error); retried, and it went" in d.log(), d.log()[-2000:]
     v.assert_alive()
+
+
+def test_an_undo_that_fails_is_loud(victim):
+    """The read-back differs, then the restore of that word fails too: the
+    target may hold the stub, and the answer must say so (internal, naming
+    the site), never pass it off as a plain verify failure."""
+    v = victim("idle", 2)
+    with faulty_daemon("peek-differ=1,poke=2") as d:
+        r = d.ctl("guard", v.pid, check=1).results[0]
+        assert r["error"] == "internal", r
+        assert "restoring" in r["message"] and "failed too" in r["message"], r
+        assert "neither original nor guarded" in d.log(), d.log()[-2000:]
+        wait_threads_running(v.pid)
+    v.assert_alive()
