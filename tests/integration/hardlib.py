@@ -149,6 +149,19 @@ class KillableDaemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def d_threads(pid):
+    """TIDs of pid's threads in uninterruptible sleep ("D")."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "D":
+                    out.append(int(tid))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 def renice_threads(pid, nice=19):
     """Lowers every thread of pid (niceness is per thread on Linux).  A
     32-thread busy loop on a 2-core machine otherwise starves the daemon

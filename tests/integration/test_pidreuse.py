@@ -156,19 +156,8 @@ class Inside:
         fifo = self.dir / f"fifo{len(self.children)}"
         os.mkfifo(fifo)
         p = self.spawn([sys.executable, "-c", self.h.D_TARGET, str(fifo)])
-        self.wait(lambda: self.d_threads(p.pid), f"a D-state thread in {p.pid}")
+        self.wait(lambda: self.h.d_threads(p.pid), f"a D-state thread in {p.pid}")
         return p
-
-    def d_threads(self, pid):
-        out = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "D":
-                        out.append(int(tid))
-            except FileNotFoundError:
-                pass
-        return out
 
     def kill_with_vfork_child(self, p):
         """SIGKILL p and the posix_spawn child that shares its memory; reap both

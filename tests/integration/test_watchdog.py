@@ -23,7 +23,7 @@ from pathlib import Path
 
 from conftest import (ACTION_GUARD, BTGUARDD, STOP_TIMEOUT, Wire, encode_request,
                       stop_started, wait_listening)
-from hardlib import D_TARGET, ERR
+from hardlib import D_TARGET, ERR, d_threads
 
 WATCHDOG_USEC = 3_000_000          # systemd would kill after 3 s of silence
 BUSY_MS = 10_000                   # the long operation: far longer than that
@@ -49,18 +49,6 @@ class Notify:
 
     def pings(self, since=0.0):
         return [t for t, d in self.got if "WATCHDOG=1" in d.split("\n") and t >= since]
-
-
-def d_threads(pid):
-    out = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "D":
-                    out.append(int(tid))
-        except FileNotFoundError:
-            pass
-    return out
 
 
 def max_gap(times, start, end):
