@@ -161,7 +161,7 @@ int conn_recv(struct conn *c, struct proto_header *ret_hdr, uint8_t *payload, si
 		return -ENODATA;
 	if (r < 0)
 		return r;
-	r = proto_decode_header(head, sizeof(head), &h);
+	r = proto_decode_header(head, sizeof(head), &h, NULL);
 	if (r < 0)
 		return r;
 	if (h.length > cap)

@@ -4,16 +4,19 @@
  * command line (options, PID parsing, --help, --version), the one
  * request/reply exchange with the daemon, and the exit status:
  *
- *   0  every PID succeeded
- *   1  at least one PID failed, the daemon refused the request, or the
+ *   0  every process succeeded
+ *   1  at least one process failed, the daemon refused the request, or the
  *      reply was cut off, malformed, or late (the daemon may have acted)
  *   2  usage error; nothing was sent
  *   3  the daemon could not be reached: connect or send failed, or it
  *      closed the connection without sending a byte
+ *   4  status: at least one process is at risk (maps torch's c10 and a
+ *      stack-switching library, and its backtrace() is not guarded)
  *
  * Socket I/O lives in conn.c, formatting in output.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -23,7 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
+#include <sys/types.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "output.h"
@@ -39,86 +46,120 @@ enum exit_status {
 	EXIT_FAILED = 1,
 	EXIT_USAGE = 2,
 	EXIT_UNREACHABLE = 3,
+	EXIT_AT_RISK = 4,
 };
 
 struct options {
 	const char *socket_path;
 	double      timeout_s;
+	const char *unit;           /* --unit: resolved to a cgroup before sending */
+	bool        format_given;
 	struct output out;
-	struct proto_request req;   /* action, flags, deadline, PIDs */
+	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
 };
 
 static void print_help(void)
 {
 	fputs(
-"Usage: " PROGRAM " [OPTION]... guard|unguard|status PID...\n"
+"Usage: " PROGRAM " [OPTION]... guard|unguard|status SELECTOR...\n"
+"       " PROGRAM " [OPTION]... guard|unguard|status PID...\n"
 "\n"
 "Ask btguardd to make glibc backtrace() return 0 frames in running processes\n"
 "(guard), to restore it (unguard), or to report its state (status), without\n"
-"restarting them.\n"
+"restarting them. torch raising inside greenlet/gevent/eventlet code crashes\n"
+"the process through backtrace(); a guarded process raises normally.\n"
+"\n"
+"A whole node at a glance:\n"
+"  " PROGRAM " status --all              every process: a table and a summary\n"
+"  " PROGRAM " guard --at-risk           guard every process at risk\n"
+"  " PROGRAM " guard --unit train.service\n"
+"  " PROGRAM " status --all --format=prometheus > /var/lib/node_exporter/btguard.prom\n"
 "\n"
 "Commands:\n"
-"  guard PID...     patch every loaded backtrace() definition in each process\n"
-"                   to return 0. The daemon stops the process briefly, checks\n"
-"                   that no thread is executing or will return into the bytes\n"
-"                   it changes (retrying until the deadline), writes, verifies\n"
-"                   and resumes it. A process that is already guarded\n"
-"                   succeeds and nothing is written.\n"
-"  unguard PID...   put the original bytes back, with the same procedure. A\n"
-"                   process that is not guarded succeeds, nothing written.\n"
-"  status PID...    report the state without stopping the process: guarded,\n"
-"                   unguarded, partial (some definitions guarded), foreign\n"
-"                   (bytes changed by something else) or none (no\n"
-"                   backtrace() loaded).\n"
+"  guard     patch every loaded backtrace() definition to return 0. The daemon\n"
+"            stops the process briefly, checks that no thread is executing or\n"
+"            will return into the bytes it changes (retrying until the\n"
+"            deadline), writes, verifies and resumes it. A process that is\n"
+"            already guarded succeeds and nothing is written.\n"
+"  unguard   put the original bytes back, with the same procedure.\n"
+"  status    report without stopping anything: the state (guarded, unguarded,\n"
+"            partial: some definitions guarded; foreign: bytes changed by\n"
+"            something else; none: no backtrace() loaded) and the risk.\n"
 "\n"
-"PIDs are decimal numbers from 1 to 2147483647, at most 4096 per request.\n"
-"Results are printed in request order as they arrive.\n"
+"Selectors (the daemon resolves them; all given must match; a user other than\n"
+"root selects only among processes it may act on):\n"
+"      --all             every process\n"
+"      --at-risk         processes at risk: they map torch's libc10 and a library\n"
+"                        that switches C stacks (greenlet's _greenlet extension,\n"
+"                        which gevent, eventlet and nnsight run on)\n"
+"      --user=USER       real user, a name or a number\n"
+"      --exe=GLOB        executable path; a GLOB without '/' matches its file name\n"
+"      --cmdline=GLOB    the whole command line, arguments joined by spaces\n"
+"      --cgroup=PATH     a cgroup subtree as /proc/PID/cgroup writes it, e.g.\n"
+"                        /system.slice/slurmstepd.scope/job_42 (any hierarchy)\n"
+"      --unit=NAME       a systemd unit's cgroup (asks systemctl for it)\n"
+"      --maps=GLOB       maps an object whose path matches, e.g. '*libc10.so'\n"
+"  Instead, PIDs: decimal numbers from 1 to 2147483647, at most 4096.\n"
 "\n"
 "Options:\n"
 "  -s, --socket=PATH     daemon socket (default: $BTGUARD_SOCKET, else\n"
 "                        " DEFAULT_SOCKET ")\n"
-"  -j, --json            one JSON object per PID per line (see below)\n"
-"  -v, --verbose         also list each backtrace() definition (object, address,\n"
-"                        state) and the time spent on the activeness check\n"
+"  -j, --json            one JSON object per process per line (see below)\n"
+"      --format=FORMAT   lines, json, table (the default for status with a\n"
+"                        selector) or prometheus (status only: counts per state\n"
+"                        for node_exporter's textfile collector)\n"
+"  -v, --verbose         also say why a process is at risk and list each\n"
+"                        backtrace() definition (object, address, state)\n"
 "  -t, --timeout=SECONDS limit for the whole exchange, fractions allowed\n"
 "                        (default 30)\n"
 "  -d, --deadline=MS     how long the daemon keeps retrying a busy process,\n"
-"                        1..60000 milliseconds, per PID (default: the daemon's,\n"
-"                        2000)\n"
-"      --tree            also act on every current descendant of each PID\n"
+"                        1..60000 milliseconds, per process (default 2000)\n"
+"      --tree            also act on every descendant of each process, including\n"
+"                        children forked while the parent was being patched\n"
 "  -h, --help            show this help and exit\n"
 "  -V, --version         show the version and exit\n"
 "\n"
 "Output:\n"
-"  One line per PID on standard output, also for failures, e.g.\n"
+"  One line per process, also for failures, e.g.\n"
 "    1234: guarded (1 site), wrote, paused 412 us\n"
-"    1234: guarded (1 site), already guarded, nothing written\n"
+"    1234: partial (2 sites; callers reach the guarded one in libc.so.6;\n"
+"          original: libunwind.so.8)\n"
 "    1235: error: busy: <detail>\n"
-"  With --json each line is an object with the keys pid (number), ok (bool),\n"
-"  action, state (\"guarded\", \"unguarded\", \"partial\", \"foreign\", \"none\", or\n"
-"  null when the request failed before the state was known), wrote (bool),\n"
-"  error (short error name, only when ok is false), message (detail, may be\n"
-"  empty), sites (list of {object, address as \"0x...\", state: \"original\",\n"
-"  \"guarded\" or \"foreign\"}), and for guard and unguard pause_us and check_us\n"
-"  (microseconds the process was stopped, and the part spent checking).\n"
+"  partial: the definition callers reach by name (the executable's, a preloaded\n"
+"  library's, else glibc's) decides the risk; a library loaded later that\n"
+"  brings its own backtrace(), like libunwind, stays original until guarded.\n"
+"  With a selector, processes that exit before their turn are left out and a\n"
+"  summary line ends the output:\n"
+"    N processes: G guarded, P partial, U unguarded, R at risk\n"
+"  With --json each line is an object with the keys pid, ok, action, state\n"
+"  (null when not known), wrote, error (only when ok is false), message, uid,\n"
+"  user, command, risk (\"none\", \"at-risk\", \"covered\" or null), risk_reason,\n"
+"  warnings (list of {name, text}), sites (list of {object, address as\n"
+"  \"0x...\", state, bound: whether callers reach it by name}), and for guard\n"
+"  and unguard pause_us and check_us.\n"
+"  Warnings: TORCH_SHOW_CPP_STACKTRACES=1 or TORCH_DISTRIBUTED_DEBUG=DETAIL in\n"
+"  the process's environment (torch then also unwinds with its own unwinder,\n"
+"  which the guard does not cover), and paths from another mount namespace.\n"
 "\n"
 "Environment:\n"
 "  BTGUARD_SOCKET   socket path used when --socket is not given\n"
 "\n"
 "Exit status:\n"
-"  0  every PID succeeded\n"
-"  1  at least one PID failed, the daemon refused the request, or its reply\n"
-"     was cut off, malformed or did not arrive within --timeout\n"
+"  0  every process succeeded\n"
+"  1  at least one process failed, the daemon refused the request, or its\n"
+"     reply was cut off, malformed or did not arrive within --timeout\n"
 "  2  usage error (nothing was sent)\n"
 "  3  the daemon could not be reached (no socket, connection refused, or it\n"
 "     hung up without answering)\n"
+"  4  status: at least one process is at risk (whatever else happened)\n"
 "\n"
 "Examples:\n"
 "  " PROGRAM " guard 1234                   guard one process\n"
 "  " PROGRAM " --tree guard $(pgrep -o gunicorn)   a server and its workers\n"
-"  " PROGRAM " --json status 1234 1235 | jq -c 'select(.state != \"guarded\")'\n"
+"  " PROGRAM " status --all --json | jq -c 'select(.risk == \"at-risk\")'\n"
+"  " PROGRAM " guard --cgroup /system.slice/slurmstepd.scope/job_42\n"
 "  " PROGRAM " --deadline 10000 guard 1234  keep retrying a busy process for 10 s\n"
-"  " PROGRAM " unguard 1234                 restore real backtraces\n"
+"  " PROGRAM " unguard --user alice          restore real backtraces\n"
 "\n"
 "Authorization: root may act on any process; other users only on their own\n"
 "dumpable processes. More in btguardctl(1) and btguardd(8); the protocol is\n"
@@ -181,20 +222,77 @@ static uint8_t parse_action(const char *s)
 	usage_error("unknown command '%s': expected guard, unguard or status", s);
 }
 
+/* A selector pattern: not empty, within the wire limit, copied into dst. */
+static void set_pattern(struct options *o, uint8_t field, char *dst, const char *opt,
+			const char *value)
+{
+	if (o->req.sel.fields & field)
+		usage_error("--%s given twice; all selectors must match, so give one", opt);
+	if (!*value)
+		usage_error("--%s needs a pattern", opt);
+	if (strlen(value) > PROTO_MAX_PATTERN)
+		usage_error("--%s pattern too long: %zu bytes, at most %u", opt, strlen(value),
+			    PROTO_MAX_PATTERN);
+	strcpy(dst, value);
+	o->req.sel.fields |= field;
+}
+
+static void set_user(struct options *o, const char *value)
+{
+	struct passwd *pw;
+	uint64_t v;
+
+	if (o->req.sel.fields & PROTO_SEL_UID)
+		usage_error("--user given twice; all selectors must match, so give one");
+	if (parse_decimal(value, UINT32_MAX - 1, &v) == 0) {
+		o->req.sel.uid = (uint32_t)v;
+	} else {
+		pw = *value ? getpwnam(value) : NULL;
+		if (!pw)
+			usage_error("unknown user '%s': expected a user name or a number", value);
+		o->req.sel.uid = (uint32_t)pw->pw_uid;
+	}
+	o->req.sel.fields |= PROTO_SEL_UID;
+}
+
+static enum output_format parse_format(const char *s)
+{
+	if (!strcmp(s, "lines"))
+		return OUTPUT_LINES;
+	if (!strcmp(s, "json"))
+		return OUTPUT_JSON;
+	if (!strcmp(s, "table"))
+		return OUTPUT_TABLE;
+	if (!strcmp(s, "prometheus"))
+		return OUTPUT_PROMETHEUS;
+	usage_error("unknown --format '%s': expected lines, json, table or prometheus", s);
+}
+
 static void parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_TREE = 0x100 };
+	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
+	       OPT_CGROUP, OPT_UNIT, OPT_MAPS, OPT_FORMAT };
 	static const struct option longopts[] = {
 		{ "socket",   required_argument, NULL, 's' },
 		{ "json",     no_argument,       NULL, 'j' },
+		{ "format",   required_argument, NULL, OPT_FORMAT },
 		{ "verbose",  no_argument,       NULL, 'v' },
 		{ "timeout",  required_argument, NULL, 't' },
 		{ "deadline", required_argument, NULL, 'd' },
 		{ "tree",     no_argument,       NULL, OPT_TREE },
+		{ "all",      no_argument,       NULL, OPT_ALL },
+		{ "at-risk",  no_argument,       NULL, OPT_AT_RISK },
+		{ "user",     required_argument, NULL, OPT_USER },
+		{ "exe",      required_argument, NULL, OPT_EXE },
+		{ "cmdline",  required_argument, NULL, OPT_CMDLINE },
+		{ "cgroup",   required_argument, NULL, OPT_CGROUP },
+		{ "unit",     required_argument, NULL, OPT_UNIT },
+		{ "maps",     required_argument, NULL, OPT_MAPS },
 		{ "help",     no_argument,       NULL, 'h' },
 		{ "version",  no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct proto_select *sel = &o->req.sel;
 	const char *env = getenv("BTGUARD_SOCKET");
 	uint64_t v;
 	int c;
@@ -213,7 +311,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->socket_path = optarg;
 			break;
 		case 'j':
-			o->out.json = true;
+			o->out.format = OUTPUT_JSON;
+			o->format_given = true;
+			break;
+		case OPT_FORMAT:
+			o->out.format = parse_format(optarg);
+			o->format_given = true;
 			break;
 		case 'v':
 			o->out.verbose = true;
@@ -229,6 +332,39 @@ static void parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TREE:
 			o->req.flags |= PROTO_FLAG_TREE;
+			break;
+		case OPT_ALL:
+			sel->fields |= PROTO_SEL_ALL;
+			break;
+		case OPT_AT_RISK:
+			sel->fields |= PROTO_SEL_AT_RISK;
+			break;
+		case OPT_USER:
+			set_user(o, optarg);
+			break;
+		case OPT_EXE:
+			set_pattern(o, PROTO_SEL_EXE, sel->exe, "exe", optarg);
+			break;
+		case OPT_CMDLINE:
+			set_pattern(o, PROTO_SEL_CMDLINE, sel->cmdline, "cmdline", optarg);
+			break;
+		case OPT_CGROUP:
+			if (o->unit)
+				usage_error("--cgroup and --unit both name a cgroup; give one");
+			if (optarg[0] != '/')
+				usage_error("invalid --cgroup '%s': a path as /proc/PID/cgroup writes "
+					    "it, starting with '/'", optarg);
+			set_pattern(o, PROTO_SEL_CGROUP, sel->cgroup, "cgroup", optarg);
+			break;
+		case OPT_UNIT:
+			if ((sel->fields & PROTO_SEL_CGROUP) || o->unit)
+				usage_error("--cgroup and --unit both name a cgroup; give one");
+			if (!*optarg)
+				usage_error("--unit needs a unit name");
+			o->unit = optarg;
+			break;
+		case OPT_MAPS:
+			set_pattern(o, PROTO_SEL_MAPS, sel->maps, "maps", optarg);
 			break;
 		case 'h':
 			print_help();
@@ -254,8 +390,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 	if (optind >= argc)
 		usage_error("missing command: guard, unguard or status");
 	o->req.action = parse_action(argv[optind++]);
-	if (optind >= argc)
-		usage_error("missing PID after '%s'", proto_action_name(o->req.action));
+	o->out.selecting = sel->fields != 0 || o->unit;
+	if (optind >= argc && !o->out.selecting)
+		usage_error("missing PID or selector after '%s' (e.g. %s --all)",
+			    proto_action_name(o->req.action), proto_action_name(o->req.action));
+	if (optind < argc && o->out.selecting)
+		usage_error("name PIDs or select processes, not both (got '%s')", argv[optind]);
 	if ((unsigned)(argc - optind) > PROTO_MAX_PIDS)
 		usage_error("too many PIDs: %d, at most %u per request", argc - optind,
 			    PROTO_MAX_PIDS);
@@ -265,6 +405,10 @@ static void parse_args(int argc, char **argv, struct options *o)
 				    argv[optind], INT32_MAX);
 		o->req.pids[o->req.npids++] = (int32_t)v;
 	}
+	if (o->out.format == OUTPUT_PROMETHEUS && o->req.action != PROTO_ACTION_STATUS)
+		usage_error("--format=prometheus reports states: use it with status");
+	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
+		o->out.format = OUTPUT_TABLE;
 	if (strlen(o->socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
 		usage_error("socket path too long (at most %zu bytes): %s",
 			    sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1, o->socket_path);
@@ -285,6 +429,58 @@ static int fail(int status, const char *fmt, ...)
 	return status;
 }
 
+/*
+ * The cgroup of a systemd unit, as systemd's manager knows it:
+ * `systemctl show --property=ControlGroup --value -- UNIT`.  The path is
+ * what /proc/PID/cgroup shows for the unit's processes, on a pure v2 host
+ * and on a hybrid one alike.  Returns the exit status to fail with, or 0.
+ */
+static int unit_cgroup(const char *unit, char *out, size_t out_len)
+{
+	char *argv[] = { "systemctl", "show", "--property=ControlGroup", "--value", "--",
+			 (char *)unit, NULL };
+	size_t len = 0;
+	int fds[2], status;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return fail(EXIT_FAILED, "cannot run systemctl: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return fail(EXIT_FAILED, "cannot run systemctl: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execvp(argv[0], argv);
+		fprintf(stderr, PROGRAM ": cannot run systemctl: %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	while (len < out_len - 1 && (n = read(fds[0], out + len, out_len - 1 - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	out[len] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return fail(EXIT_FAILED, "cannot ask systemd for the cgroup of unit '%s' "
+			    "(systemctl failed; is systemd running here?)", unit);
+	if (out[0] != '/')
+		return fail(EXIT_FAILED, "unit '%s' has no control group: is it loaded and "
+			    "running?", unit);
+	return 0;
+}
+
 static const char *recv_error_text(int r)
 {
 	switch (r) {
@@ -302,12 +498,12 @@ static const char *recv_error_text(int r)
  * Reads RESULTs until DONE.  Returns the exit status; *nresults counts
  * what was printed, for the messages about a cut-off reply.
  */
-static int read_replies(struct conn *c, const struct options *o, unsigned *nresults)
+static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 {
 	static uint8_t payload[PROTO_MAX_PAYLOAD];
 	static struct proto_result res;
 	static char text[PROTO_MAX_MESSAGE + 1];
-	bool any_failed = false;
+	struct output_counts *n = &o->out.counts;
 	struct proto_header h;
 	uint32_t count, code;
 	int r;
@@ -333,8 +529,6 @@ static int read_replies(struct conn *c, const struct options *o, unsigned *nresu
 			if (proto_decode_result(payload, h.length, &res) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed result");
 			(*nresults)++;
-			if (res.error != BTG_OK)
-				any_failed = true;
 			if (output_result(&o->out, &res) < 0)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
@@ -345,7 +539,13 @@ static int read_replies(struct conn *c, const struct options *o, unsigned *nresu
 			if (count != *nresults)
 				return fail(EXIT_FAILED, "the daemon announced %" PRIu32
 					    " results but sent %u", count, *nresults);
-			return any_failed ? EXIT_FAILED : EXIT_OK;
+			if (output_end(&o->out) < 0)
+				return fail(EXIT_FAILED, "writing to standard output: %s",
+					    strerror(EIO));
+			/* Monitoring asks "is anything at risk?" first. */
+			if (o->req.action == PROTO_ACTION_STATUS && n->at_risk)
+				return EXIT_AT_RISK;
+			return n->failed ? EXIT_FAILED : EXIT_OK;
 		case PROTO_KIND_ERROR:
 			if (proto_decode_error(payload, h.length, &code, text, sizeof(text)) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed error");
@@ -372,6 +572,12 @@ int main(int argc, char **argv)
 
 	o.out.out = stdout;
 	parse_args(argc, argv, &o);
+	if (o.unit) {
+		status = unit_cgroup(o.unit, o.req.sel.cgroup, sizeof(o.req.sel.cgroup));
+		if (status)
+			return status;
+		o.req.sel.fields |= PROTO_SEL_CGROUP;
+	}
 
 	len = proto_encode_request(&o.req, request, sizeof(request));
 	if (len < 0)   /* parse_args enforces every limit the encoder checks */

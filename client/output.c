@@ -14,8 +14,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "output.h"
 
@@ -115,9 +118,59 @@ static const char *detail(const struct proto_result *res)
 	return proto_error_text(res->error);
 }
 
+bool output_vanished(const struct proto_result *res)
+{
+	return res->error == BTG_ERR_GONE || res->error == BTG_ERR_ZOMBIE ||
+	       res->error == BTG_ERR_NOPROC || res->error == BTG_ERR_REUSED ||
+	       res->error == BTG_ERR_EXEC;
+}
+
+/* The warnings, one short name and one sentence each. */
+static const struct {
+	unsigned bit;
+	const char *name;
+	const char *text;
+} warnings[] = {
+	{ PROTO_WARN_CPP_STACKTRACES, "torch-cpp-stacktraces",
+	  "TORCH_SHOW_CPP_STACKTRACES is set: torch gathers C++ stacks with its own unwinder "
+	  "(torch::CapturedTraceback), which the backtrace() guard does not cover" },
+	{ PROTO_WARN_DIST_DEBUG, "torch-distributed-debug",
+	  "TORCH_DISTRIBUTED_DEBUG=DETAIL: torch gathers C++ stacks with its own unwinder "
+	  "(torch::CapturedTraceback), which the backtrace() guard does not cover" },
+	{ PROTO_WARN_MOUNT_NS, "other-mount-namespace",
+	  "the process is in another mount namespace (a container): its object paths are "
+	  "as it sees them, not as this host does" },
+};
+
+static const char *file_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The user's name as this machine knows it, or NULL. */
+static const char *user_name(uint32_t uid)
+{
+	static uint32_t cached_uid = PROTO_UID_UNKNOWN;
+	static char cached[64];
+	struct passwd *pw;
+
+	if (uid == PROTO_UID_UNKNOWN)
+		return NULL;
+	if (uid == cached_uid)
+		return cached[0] ? cached : NULL;
+	pw = getpwuid((uid_t)uid);
+	cached_uid = uid;
+	snprintf(cached, sizeof(cached), "%s", pw ? pw->pw_name : "");
+	return cached[0] ? cached : NULL;
+}
+
 static void print_json(FILE *f, const struct proto_result *res)
 {
 	bool ok = res->error == BTG_OK;
+	const char *user = user_name(res->uid);
+	bool first = true;
 
 	fprintf(f, "{\"pid\":%" PRId32 ",\"ok\":%s,\"action\":\"%s\",\"state\":",
 		res->pid, ok ? "true" : "false", proto_action_name(res->action));
@@ -130,20 +183,99 @@ static void print_json(FILE *f, const struct proto_result *res)
 		fprintf(f, ",\"error\":\"%s\"", proto_error_name(res->error));
 	fputs(",\"message\":\"", f);
 	output_json_string(f, detail(res));
-	fputs("\",\"sites\":[", f);
+	fputs("\",\"uid\":", f);
+	if (res->uid == PROTO_UID_UNKNOWN)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRIu32, res->uid);
+	fputs(",\"user\":", f);
+	if (user) {
+		fputc('"', f);
+		output_json_string(f, user);
+		fputc('"', f);
+	} else {
+		fputs("null", f);
+	}
+	fputs(",\"command\":\"", f);
+	output_json_string(f, res->command);
+	fputs("\",\"risk\":", f);
+	if (res->risk == PROTO_RISK_UNKNOWN)
+		fputs("null", f);
+	else
+		fprintf(f, "\"%s\"", proto_risk_name(res->risk));
+	fputs(",\"risk_reason\":\"", f);
+	output_json_string(f, res->reason);
+	fputs("\",\"warnings\":[", f);
+	for (size_t i = 0; i < sizeof(warnings) / sizeof(warnings[0]); i++) {
+		if (!(res->warnings & warnings[i].bit))
+			continue;
+		fprintf(f, "%s{\"name\":\"%s\",\"text\":\"", first ? "" : ",", warnings[i].name);
+		output_json_string(f, warnings[i].text);
+		fputs("\"}", f);
+		first = false;
+	}
+	fputs("],\"sites\":[", f);
 	for (unsigned i = 0; i < res->nsites; i++) {
 		const struct proto_site *s = &res->sites[i];
 
 		fprintf(f, "%s{\"object\":\"", i ? "," : "");
 		output_json_string(f, s->object);
-		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\"}",
-			s->address, proto_site_state_name(s->state));
+		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\",\"bound\":%s}",
+			s->address, proto_site_state_name(s->state),
+			s->flags & PROTO_SITE_BOUND ? "true" : "false");
 	}
 	fputc(']', f);
 	if (changes_bytes(res->action))
 		fprintf(f, ",\"pause_us\":%" PRIu32 ",\"check_us\":%" PRIu32,
 			res->pause_us, res->check_us);
 	fputs("}\n", f);
+}
+
+/*
+ * What "partial" means for this process: which definitions are still
+ * original, and whether callers that look backtrace() up by name reach a
+ * guarded one.
+ */
+static void print_partial(FILE *f, const struct proto_result *res)
+{
+	const struct proto_site *bound = NULL;
+	bool first = true;
+
+	for (unsigned i = 0; i < res->nsites; i++)
+		if (res->sites[i].flags & PROTO_SITE_BOUND)
+			bound = &res->sites[i];
+	if (bound) {
+		fprintf(f, "; callers reach the %s one in ",
+			proto_site_state_name(bound->state));
+		output_text(f, file_name(bound->object));
+	}
+	fputs("; original: ", f);
+	for (unsigned i = 0; i < res->nsites; i++) {
+		if (res->sites[i].state != PROTO_SITE_ORIGINAL)
+			continue;
+		fputs(first ? "" : ", ", f);
+		output_text(f, file_name(res->sites[i].object));
+		first = false;
+	}
+}
+
+static void print_warnings(FILE *f, const struct proto_result *res, const char *indent)
+{
+	for (size_t i = 0; i < sizeof(warnings) / sizeof(warnings[0]); i++)
+		if (res->warnings & warnings[i].bit)
+			fprintf(f, "%swarning: %s\n", indent, warnings[i].text);
+}
+
+static void print_sites(FILE *f, const struct proto_result *res)
+{
+	for (unsigned i = 0; i < res->nsites; i++) {
+		const struct proto_site *s = &res->sites[i];
+
+		fputs("    ", f);
+		output_text(f, s->object[0] ? s->object : "(unnamed object)");
+		fprintf(f, " 0x%" PRIx64 ": %s%s\n", s->address, proto_site_state_name(s->state),
+			s->flags & PROTO_SITE_BOUND ? " (reached by name)" : "");
+	}
 }
 
 static void print_human(FILE *f, const struct proto_result *res, bool verbose)
@@ -157,8 +289,11 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 		unsigned goal = res->action == PROTO_ACTION_GUARD ? PROTO_PROC_GUARDED
 								  : PROTO_PROC_UNGUARDED;
 
-		fprintf(f, "%s (%u site%s)", proto_proc_state_name(res->state),
+		fprintf(f, "%s (%u site%s", proto_proc_state_name(res->state),
 			(unsigned)res->nsites, res->nsites == 1 ? "" : "s");
+		if (res->state == PROTO_PROC_PARTIAL)
+			print_partial(f, res);
+		fputc(')', f);
 		if (changes_bytes(res->action)) {
 			if (res->flags & PROTO_RESULT_WROTE)
 				fprintf(f, ", wrote, paused %" PRIu32 " us", res->pause_us);
@@ -169,29 +304,157 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 			if (verbose)
 				fprintf(f, " (activeness check %" PRIu32 " us)", res->check_us);
 		}
+		if (res->risk == PROTO_RISK_AT_RISK)
+			fputs(", AT RISK", f);
 		if (verbose && res->message[0]) {
 			fputs(": ", f);
 			output_text(f, res->message);
 		}
 	}
 	fputc('\n', f);
+	print_warnings(f, res, "    ");
 	if (!verbose)
 		return;
-	for (unsigned i = 0; i < res->nsites; i++) {
-		const struct proto_site *s = &res->sites[i];
+	if (res->reason[0]) {
+		fputs("    risk: ", f);
+		output_text(f, res->reason);
+		fputc('\n', f);
+	}
+	print_sites(f, res);
+}
 
-		fputs("    ", f);
-		output_text(f, s->object[0] ? s->object : "(unnamed object)");
-		fprintf(f, " 0x%" PRIx64 ": %s\n", s->address, proto_site_state_name(s->state));
+/* --------------------------------------------------------- the report -- */
+
+#define TABLE_COMMAND_WIDTH 60
+
+static void print_row(struct output *o, const struct proto_result *res)
+{
+	FILE *f = o->out;
+	const char *user = user_name(res->uid);
+	const char *risk = res->risk == PROTO_RISK_AT_RISK ? "AT-RISK" :
+			   res->risk == PROTO_RISK_COVERED ? "covered" : "-";
+	char cmd[TABLE_COMMAND_WIDTH + 1];
+
+	if (!o->header_done) {
+		fprintf(f, "%8s  %-12s %-10s %-8s %s\n", "PID", "USER", "STATE", "RISK", "COMMAND");
+		o->header_done = true;
+	}
+	fprintf(f, "%8" PRId32 "  ", res->pid);
+	if (user)
+		fprintf(f, "%-12.12s ", user);
+	else if (res->uid != PROTO_UID_UNKNOWN)
+		fprintf(f, "%-12" PRIu32 " ", res->uid);
+	else
+		fprintf(f, "%-12s ", "?");
+	if (res->error != BTG_OK)
+		fprintf(f, "%-10s %-8s ", "error", "?");
+	else
+		fprintf(f, "%-10s %-8s ", proto_proc_state_name(res->state), risk);
+	snprintf(cmd, sizeof(cmd), "%s", res->command);
+	output_text(f, cmd);
+	fputc('\n', f);
+	if (res->error != BTG_OK) {
+		fprintf(f, "%10s%s: ", "", proto_error_name(res->error));
+		output_text(f, detail(res));
+		fputc('\n', f);
+	}
+	print_warnings(f, res, "          ");
+	if (o->verbose) {
+		if (res->reason[0]) {
+			fputs("          risk: ", f);
+			output_text(f, res->reason);
+			fputc('\n', f);
+		}
+		print_sites(f, res);
 	}
 }
 
-int output_result(const struct output *o, const struct proto_result *res)
+static void count(struct output_counts *c, const struct proto_result *res, bool selecting)
 {
-	if (o->json)
-		print_json(o->out, res);
+	if (res->error != BTG_OK && selecting && output_vanished(res)) {
+		c->vanished++;
+		return;
+	}
+	if (res->error != BTG_OK)
+		c->failed++;
 	else
+		c->processes++;
+	if (res->state <= PROTO_PROC_UNKNOWN)
+		c->state[res->state]++;
+	if (res->risk == PROTO_RISK_AT_RISK)
+		c->at_risk++;
+	else if (res->risk == PROTO_RISK_COVERED)
+		c->covered++;
+	if (res->warnings)
+		c->warned++;
+}
+
+int output_result(struct output *o, const struct proto_result *res)
+{
+	count(&o->counts, res, o->selecting);
+	switch (o->format) {
+	case OUTPUT_JSON:
+		print_json(o->out, res);
+		break;
+	case OUTPUT_TABLE:
+		/* A process that exited between selection and its turn is no news. */
+		if (!(res->error != BTG_OK && output_vanished(res)))
+			print_row(o, res);
+		break;
+	case OUTPUT_PROMETHEUS:
+		break;
+	case OUTPUT_LINES:
+		if (o->selecting && res->error != BTG_OK && output_vanished(res))
+			break;
 		print_human(o->out, res, o->verbose);
+		break;
+	}
+	if (fflush(o->out) != 0 || ferror(o->out))
+		return -EIO;
+	return 0;
+}
+
+static void print_prometheus(FILE *f, const struct output_counts *c)
+{
+	static const unsigned states[] = { PROTO_PROC_GUARDED, PROTO_PROC_PARTIAL,
+					   PROTO_PROC_UNGUARDED, PROTO_PROC_FOREIGN, PROTO_PROC_NONE };
+
+	fputs("# HELP btguard_processes Processes by the state of their backtrace() definitions.\n"
+	      "# TYPE btguard_processes gauge\n", f);
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		fprintf(f, "btguard_processes{state=\"%s\"} %u\n", proto_proc_state_name(states[i]),
+			c->state[states[i]]);
+	fprintf(f, "# HELP btguard_processes_at_risk Processes mapping torch's c10 and a "
+		"stack-switching library whose backtrace() is not guarded.\n"
+		"# TYPE btguard_processes_at_risk gauge\n"
+		"btguard_processes_at_risk %u\n"
+		"# HELP btguard_processes_covered Processes mapping torch's c10 and a "
+		"stack-switching library whose backtrace() is guarded.\n"
+		"# TYPE btguard_processes_covered gauge\n"
+		"btguard_processes_covered %u\n"
+		"# HELP btguard_processes_warned Processes where the guard does not cover every "
+		"unwinder (see btguardctl status --verbose).\n"
+		"# TYPE btguard_processes_warned gauge\n"
+		"btguard_processes_warned %u\n"
+		"# HELP btguard_status_errors Processes whose state could not be read.\n"
+		"# TYPE btguard_status_errors gauge\n"
+		"btguard_status_errors %u\n",
+		c->at_risk, c->covered, c->warned, c->failed);
+}
+
+int output_end(struct output *o)
+{
+	const struct output_counts *c = &o->counts;
+
+	if (o->format == OUTPUT_PROMETHEUS)
+		print_prometheus(o->out, c);
+	else if (o->format != OUTPUT_JSON && o->selecting)
+		fprintf(o->out, "%u process%s: %u guarded, %u partial, %u unguarded, %u at risk"
+			"%s%.0u%s%s%.0u%s\n",
+			c->processes, c->processes == 1 ? "" : "es", c->state[PROTO_PROC_GUARDED],
+			c->state[PROTO_PROC_PARTIAL], c->state[PROTO_PROC_UNGUARDED], c->at_risk,
+			c->failed ? ", " : "", c->failed, c->failed ? " failed" : "",
+			c->vanished ? ", " : "", c->vanished, c->vanished ? " exited meanwhile" : "");
 	if (fflush(o->out) != 0 || ferror(o->out))
 		return -EIO;
 	return 0;

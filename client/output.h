@@ -14,14 +14,43 @@
 
 #include "../proto/proto.h"
 
-struct output {
-	FILE *out;
-	bool  json;
-	bool  verbose;
+enum output_format {
+	OUTPUT_LINES = 0,        /* one line per PID */
+	OUTPUT_JSON,             /* one JSON object per PID per line */
+	OUTPUT_TABLE,            /* the at-risk report: a table and a summary line */
+	OUTPUT_PROMETHEUS,       /* counts per state, node_exporter's textfile format */
 };
 
-/* Prints one RESULT; returns 0, or -EIO if out could not be written. */
-int output_result(const struct output *o, const struct proto_result *res);
+/* What a request's results add up to, for summaries and the exit status. */
+struct output_counts {
+	unsigned processes;      /* results that describe a live process */
+	unsigned state[PROTO_PROC_UNKNOWN + 1];
+	unsigned at_risk, covered, warned;
+	unsigned failed;         /* errors, but for processes that exited meanwhile */
+	unsigned vanished;       /* selected, then exited before their turn */
+};
+
+struct output {
+	FILE *out;
+	enum output_format format;
+	bool  verbose;
+	bool  selecting;         /* the request selected processes rather than naming PIDs */
+	struct output_counts counts;
+	bool  header_done;
+};
+
+/*
+ * Counts one RESULT and prints it as the format says (the table prints
+ * its header before the first row); returns 0, or -EIO if out could not
+ * be written.
+ */
+int output_result(struct output *o, const struct proto_result *res);
+
+/* After the last RESULT: the summary line, or the Prometheus counts. */
+int output_end(struct output *o);
+
+/* Whether a failed result only says the process exited before its turn. */
+bool output_vanished(const struct proto_result *res);
 
 /*
  * Writes s to f as the body of a JSON string (no quotes): ", \ and control

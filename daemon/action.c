@@ -25,7 +25,10 @@
 #include "patch.h"
 #include "pidns.h"
 #include "pin.h"
+#include "facts.h"
 #include "procfs.h"
+#include "report.h"
+#include "select.h"
 
 /* --tree goes no deeper than this below a named PID. */
 #define TREE_MAX_DEPTH 64
@@ -100,6 +103,14 @@ struct action_expansion {
 	struct auth_caller caller;
 	bool have_view, hidden, tree;
 	bool warned_limit;
+	size_t max;                /* targets at most: PROTO_MAX_PIDS, or PROTO_MAX_SELECTED */
+	/* A selector request: every process of the daemon's /proc, in turn. */
+	bool selecting, at_risk;
+	struct proto_select sel;   /* the patterns rule points into */
+	struct select_rule rule;
+	unsigned need;             /* FACTS_* the rule reads */
+	pid_t *all;
+	size_t nall, next_all;
 	struct pidns_view view;
 	struct pidns_scan *scan;   /* another PID namespace: until complete */
 	int32_t *pids;             /* as named */
@@ -192,7 +203,7 @@ static struct action_target *add_target(struct action_expansion *x, int32_t pid)
 {
 	struct action_target *t;
 
-	if (x->n >= PROTO_MAX_PIDS || (x->tree && listed(x, pid)))
+	if (x->n >= x->max || ((x->tree || x->selecting) && listed(x, pid)))
 		return NULL;
 	if (x->n == x->cap) {
 		size_t cap = x->cap ? x->cap * 2 : 16;
@@ -213,7 +224,7 @@ static void descend(struct action_expansion *x, const struct action_target *t)
 {
 	struct frame *f;
 
-	if (!x->tree || t->err || x->depth > TREE_MAX_DEPTH || x->n >= PROTO_MAX_PIDS)
+	if (!x->tree || t->err || x->depth > TREE_MAX_DEPTH || x->n >= x->max)
 		return;
 	f = &x->stack[x->depth];
 	*f = (struct frame){ 0 };
@@ -258,6 +269,101 @@ static void add_child(struct action_expansion *x, pid_t kid)
 	descend(x, t);
 }
 
+/* The selector as select.c takes it; the patterns stay in x->sel. */
+static void rule_from_select(struct action_expansion *x)
+{
+	const struct proto_select *sel = &x->sel;
+
+	x->rule = (struct select_rule){
+		.all = (sel->fields & (PROTO_SEL_ALL | PROTO_SEL_AT_RISK)) != 0,
+		.have_uid = (sel->fields & PROTO_SEL_UID) != 0,
+		.uid = sel->uid,
+		.exe = sel->fields & PROTO_SEL_EXE ? sel->exe : NULL,
+		.cmdline = sel->fields & PROTO_SEL_CMDLINE ? sel->cmdline : NULL,
+		.cgroup = sel->fields & PROTO_SEL_CGROUP ? sel->cgroup : NULL,
+		.maps = sel->fields & PROTO_SEL_MAPS ? sel->maps : NULL,
+	};
+	x->at_risk = (sel->fields & PROTO_SEL_AT_RISK) != 0;
+	x->need = facts_needed(&x->rule, x->at_risk);
+}
+
+/* Whether the pinned process pid matches the request's selector. */
+static bool selected(struct action_expansion *x, pid_t pid, int pidfd)
+{
+	struct facts f;
+	bool match = false;
+
+	if (facts_read(pid, x->need, &f) < 0)
+		goto out;
+	/* Read while pinned, then checked: the facts are that process's own. */
+	if (pidfd >= 0 && pin_state(pidfd) != PIN_ALIVE)
+		goto out;
+	if (f.state == 'Z' || f.state == 'X')
+		goto out;   /* nothing to guard; a pthread_exit()ed main thread reads 'Z' too */
+	match = select_match(&x->rule, &f.p) &&
+		(!x->at_risk || select_risk(f.p.objects, f.p.nobjects, NULL, NULL) != SELECT_RISK_NONE);
+out:
+	facts_free(&f);
+	return match;
+}
+
+/*
+ * One process of the daemon's /proc, as a selector request sees it: it
+ * joins only if it matches, the caller can see it in its own PID
+ * namespace, and the caller may act on it (root too: never the daemon or
+ * a kernel thread).  Nothing is said of the others.
+ */
+static int add_selected(struct action_expansion *x, pid_t pid)
+{
+	struct auth_target facts;
+	struct action_target *t;
+	int32_t theirs = pid;
+	int pidfd = -1, r;
+
+	if (pid == getpid())
+		return 0;
+	if (!x->view.same && pidns_to_caller(&x->view, pid, &theirs) < 0)
+		return 0;
+	r = pin_open(pid, &pidfd);
+	if (r == -BTG_ERR_LIMIT) {
+		log_msg(LOG_WARNING, "client pid=%d: selection stopped: %u of %u pins in use",
+			(int)x->caller.pid, pin_count(), pin_budget());
+		return r;
+	}
+	if (r < 0 && r != -ENOSYS)
+		return 0;   /* gone */
+	if (!selected(x, pid, pidfd))
+		goto skip;
+	t = add_target(x, theirs);
+	if (!t) {
+		if (x->n < x->max)
+			goto skip;   /* listed already (by --tree) */
+		pin_close(&pidfd);
+		return -BTG_ERR_LIMIT;
+	}
+	t->ours = pid;
+	t->pidfd = pidfd;
+	if (pidfd < 0) {
+		struct procfs_stat st;
+
+		if (procfs_read_stat(pid, &st) < 0) {
+			x->n--;
+			return 0;
+		}
+		t->start = st.starttime;
+	}
+	if (authorize(&x->caller, t, pid, &facts) < 0) {
+		pin_close(&t->pidfd);
+		x->n--;
+		return 0;
+	}
+	descend(x, t);
+	return 0;
+skip:
+	pin_close(&pidfd);
+	return 0;
+}
+
 int action_expand_new(const struct auth_caller *caller, const struct proto_request *req,
 		      struct action_expansion **ret)
 {
@@ -268,6 +374,16 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 		return -ENOMEM;
 	x->caller = *caller;
 	x->tree = (req->flags & PROTO_FLAG_TREE) != 0;
+	x->max = PROTO_MAX_PIDS;
+	if (req->sel.fields) {
+		x->selecting = true;
+		x->max = PROTO_MAX_SELECTED;
+		x->sel = req->sel;
+		rule_from_select(x);
+		r = procfs_list_processes(&x->all, &x->nall);
+		if (r < 0)
+			goto out_free;
+	}
 	x->npids = req->npids < PROTO_MAX_PIDS ? req->npids : PROTO_MAX_PIDS;
 	x->pids = malloc((x->npids ? x->npids : 1) * sizeof(*x->pids));
 	if (!x->pids) {
@@ -278,7 +394,10 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 	/* Every PID then answers "no process": the caller is gone or unreadable. */
 	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
 	x->hidden = caller->uid != 0 && auth_caller_hides_pids(caller->pid);
-	if (x->have_view && !x->view.same) {
+	if (!x->have_view)
+		x->nall = 0;   /* the caller is gone: it selects nothing */
+	/* Named PIDs need the caller's numbers translated; a selector starts from ours. */
+	if (x->have_view && !x->view.same && !x->selecting) {
 		r = pidns_scan_new(&x->view, &x->scan);
 		if (r < 0)
 			goto out_free;
@@ -313,7 +432,7 @@ int action_expand_step(struct action_expansion *x)
 		if (x->depth > 0) {
 			struct frame *f = &x->stack[x->depth - 1];
 
-			if (f->next < f->nkids && x->n < PROTO_MAX_PIDS) {
+			if (f->next < f->nkids && x->n < x->max) {
 				add_child(x, f->kids[f->next++]);
 			} else {
 				free(f->kids);
@@ -322,6 +441,11 @@ int action_expand_step(struct action_expansion *x)
 			}
 		} else if (x->next_pid < x->npids) {
 			add_named(x, x->pids[x->next_pid++]);
+		} else if (x->next_all < x->nall) {
+			int r = add_selected(x, x->all[x->next_all++]);
+
+			if (r < 0)
+				return r;
 		} else {
 			return 1;
 		}
@@ -346,6 +470,7 @@ void action_expand_free(struct action_expansion *x)
 		free(x->stack[--x->depth].kids);
 	action_targets_free(x->t, x->n);
 	pidns_scan_free(x->scan);
+	free(x->all);
 	free(x->pids);
 	free(x);
 }
@@ -386,6 +511,27 @@ static bool pin_holds(const struct action_target *t, const struct procfs_stat *s
 	if (t->pidfd >= 0)
 		return pin_state(t->pidfd) == PIN_ALIVE;
 	return st && st->starttime == t->start;
+}
+
+/* pin_holds() with whatever the pin is: a pidfd, or the start time. */
+static bool still_pinned(const struct action_target *t)
+{
+	struct procfs_stat st;
+
+	if (t->pidfd >= 0)
+		return pin_holds(t, NULL);
+	return procfs_read_stat(t->ours, &st) == 0 && pin_holds(t, &st);
+}
+
+/* What report_fill() wrote, undone: it may describe another process. */
+static void report_clear(struct proto_result *res)
+{
+	res->uid = PROTO_UID_UNKNOWN;
+	res->risk = PROTO_RISK_UNKNOWN;
+	res->warnings = 0;
+	res->command[0] = res->reason[0] = '\0';
+	for (unsigned i = 0; i < res->nsites; i++)
+		res->sites[i].flags = 0;
 }
 
 /*
@@ -490,10 +636,21 @@ void action_run(const struct auth_caller *caller, unsigned action,
 	res->state = PROTO_PROC_UNKNOWN;
 	exe[0] = '\0';
 
+	res->uid = PROTO_UID_UNKNOWN;
 	r = prepare(caller, action, want, &pin, exe, sizeof(exe), res->message,
 		    sizeof(res->message));
-	if (r == 0)
+	if (r == 0) {
+		pid_t via;
+
 		r = patch_run(caller, want->ours, &pin, action, deadline_ms, res);
+		/* Authorized: the report may say what the process is.  If it has
+		 * gone meanwhile, the pin says so and nothing is reported. */
+		if (procfs_live_task(want->ours, &via) == 0 && still_pinned(want)) {
+			report_fill(via, res);
+			if (!still_pinned(want))
+				report_clear(res);
+		}
+	}
 	res->error = proto_error_from_negative(r);
 	log_action(caller, want->ours ? want->ours : want->pid, exe, res);
 	pin_close(&want->pidfd);

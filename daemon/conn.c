@@ -316,100 +316,6 @@ static void conn_reject(struct server *srv, struct conn *c, uint32_t code, const
 
 /* ------------------------------------------------------------- input -- */
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint16_t le16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-/*
- * proto_decode_header() decides; this only puts its verdict into words a
- * client author can act on, from the raw little-endian fields.
- */
-static void reject_header(struct server *srv, struct conn *c, int r)
-{
-	uint32_t magic = le32(c->hdr_buf), length = le32(c->hdr_buf + 8);
-	unsigned version = le16(c->hdr_buf + 4), kind = le16(c->hdr_buf + 6);
-
-	if (r == -EMSGSIZE)
-		conn_reject(srv, c, BTG_ERR_LIMIT,
-			    "message payload of %u bytes exceeds the limit of %u bytes",
-			    length, PROTO_MAX_PAYLOAD);
-	else if (r == -EPROTONOSUPPORT)
-		conn_reject(srv, c, EPROTONOSUPPORT,
-			    "protocol version %u is not supported; this daemon speaks version %u",
-			    version, PROTO_VERSION);
-	else if (magic != PROTO_MAGIC)
-		conn_reject(srv, c, BTG_ERR_PROTO,
-			    "bad magic 0x%08x (expected 0x%08x, \"BTG1\"): not a btguard client",
-			    magic, PROTO_MAGIC);
-	else
-		conn_reject(srv, c, BTG_ERR_PROTO, "unknown message kind %u", kind);
-}
-
-/* Index of the first PID <= 0 in a wire PID array, or n. */
-static uint32_t first_bad_pid(const uint8_t *p, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if ((int32_t)le32(p + 4u * i) <= 0)
-			return i;
-	return n;
-}
-
-/*
- * As above for a REQUEST payload that proto_decode_request() refused.  The
- * fixed part is action u8, flags u8, reserved u16, deadline_ms u32, npids
- * u32, then npids int32 PIDs (proto/PROTOCOL.md).
- */
-static void reject_request(struct server *srv, struct conn *c, const uint8_t *p, size_t len,
-			   int r)
-{
-	const size_t fixed = 12;
-	uint32_t deadline, npids, bad;
-	unsigned action, flags;
-
-	if (len < fixed) {
-		conn_reject(srv, c, BTG_ERR_PROTO,
-			    "REQUEST payload of %zu bytes is shorter than its %zu-byte fixed part",
-			    len, fixed);
-		return;
-	}
-	action = p[0];
-	flags = p[1];
-	deadline = le32(p + 4);
-	npids = le32(p + 8);
-	if (npids > PROTO_MAX_PIDS)
-		conn_reject(srv, c, BTG_ERR_LIMIT, "request names %u PIDs; the limit is %u",
-			    npids, PROTO_MAX_PIDS);
-	else if (action < PROTO_ACTION_GUARD || action > PROTO_ACTION_STATUS)
-		conn_reject(srv, c, BTG_ERR_PROTO,
-			    "unknown action %u (1 guard, 2 unguard, 3 status)", action);
-	else if (flags & ~PROTO_FLAGS_KNOWN)
-		conn_reject(srv, c, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
-	else if (deadline > PROTO_MAX_DEADLINE_MS)
-		conn_reject(srv, c, BTG_ERR_LIMIT, "deadline of %u ms exceeds the limit of %u ms",
-			    deadline, PROTO_MAX_DEADLINE_MS);
-	else if (len != fixed + (size_t)npids * 4)
-		conn_reject(srv, c, BTG_ERR_PROTO,
-			    "REQUEST payload of %zu bytes does not match its %u PIDs (%zu bytes expected)",
-			    len, npids, fixed + (size_t)npids * 4);
-	else if (npids == 0)
-		conn_reject(srv, c, BTG_ERR_PROTO, "request names no PID");
-	else if (le16(p + 2) != 0)
-		conn_reject(srv, c, BTG_ERR_PROTO, "reserved REQUEST field is 0x%04x, not 0",
-			    le16(p + 2));
-	else if ((bad = first_bad_pid(p + fixed, npids)) < npids)
-		conn_reject(srv, c, BTG_ERR_PROTO, "PID #%u is %d; PIDs are positive", bad + 1,
-			    (int32_t)le32(p + fixed + 4u * bad));
-	else
-		conn_reject(srv, c, r == -EMSGSIZE ? BTG_ERR_LIMIT : BTG_ERR_PROTO,
-			    "malformed REQUEST payload (%zu bytes, %u PIDs)", len, npids);
-}
-
 static void finish_request(struct server *srv, struct conn *c)
 {
 	uint32_t count = (uint32_t)c->ntargets;
@@ -469,10 +375,11 @@ static void expand_step(struct server *srv, struct conn *c)
 
 static void take_request(struct server *srv, struct conn *c)
 {
-	int r = proto_decode_request(c->payload, c->hdr.length, srv->req);
+	struct proto_verdict why;
+	int r = proto_decode_request(c->payload, c->hdr.length, srv->req, &why);
 
 	if (r < 0) {
-		reject_request(srv, c, c->payload, c->hdr.length, r);
+		conn_reject(srv, c, why.code, "%s", why.text);
 		return;
 	}
 	input_reset(c);
@@ -494,10 +401,11 @@ static void take_request(struct server *srv, struct conn *c)
 
 static bool take_header(struct server *srv, struct conn *c)
 {
-	int r = proto_decode_header(c->hdr_buf, PROTO_HEADER_SIZE, &c->hdr);
+	struct proto_verdict why;
+	int r = proto_decode_header(c->hdr_buf, PROTO_HEADER_SIZE, &c->hdr, &why);
 
 	if (r < 0) {
-		reject_header(srv, c, r);
+		conn_reject(srv, c, why.code, "%s", why.text);
 		return false;
 	}
 	if (c->hdr.kind != PROTO_KIND_REQUEST) {

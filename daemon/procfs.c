@@ -484,7 +484,7 @@ out_close:
 	return r;
 }
 
-static int read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
+int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
 {
 	char path[64];
 
@@ -498,7 +498,7 @@ int procfs_read_maps(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 	size_t len;
 	int r;
 
-	r = read_pid_file(pid, "maps", MAPS_MAX, &buf, &len);
+	r = procfs_read_pid_file(pid, "maps", MAPS_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	r = procfs_parse_maps_buf(buf, len, ret, ret_n);
@@ -512,7 +512,7 @@ int procfs_read_status(pid_t pid, struct procfs_status *ret)
 	size_t len;
 	int r;
 
-	r = read_pid_file(pid, "status", SMALL_FILE_MAX, &buf, &len);
+	r = procfs_read_pid_file(pid, "status", SMALL_FILE_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	r = procfs_parse_status_buf(buf, len, ret);
@@ -526,7 +526,7 @@ int procfs_read_stat(pid_t pid, struct procfs_stat *ret)
 	size_t len;
 	int r;
 
-	r = read_pid_file(pid, "stat", SMALL_FILE_MAX, &buf, &len);
+	r = procfs_read_pid_file(pid, "stat", SMALL_FILE_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	r = procfs_parse_stat_buf(buf, len, ret);

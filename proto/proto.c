@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,7 +25,8 @@
 
 /* Fixed parts of the payloads, see PROTOCOL.md. */
 #define REQUEST_FIXED 12u   /* action, flags, reserved, deadline_ms, npids */
-#define RESULT_FIXED  22u   /* pid .. check_us, msglen */
+#define SELECT_FIXED   6u   /* fields, reserved, uid */
+#define RESULT_FIXED  28u   /* pid .. warnings, msglen */
 #define SITE_FIXED    12u   /* address, state, reserved, objlen */
 #define DONE_SIZE      4u
 #define ERROR_FIXED    6u   /* code, msglen */
@@ -205,34 +207,91 @@ static bool kind_valid(unsigned k)
 	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_ERROR;
 }
 
-/* The request checks, shared by the encoder (-EINVAL) and the decoder. */
-static bool request_valid(uint8_t action, uint8_t flags, uint32_t deadline_ms, uint32_t npids)
+__attribute__((format(printf, 3, 4)))
+static int refuse(struct proto_verdict *why, uint32_t code, const char *fmt, ...)
 {
-	return action_valid(action) && !(flags & ~PROTO_FLAGS_KNOWN) &&
-	       deadline_ms <= PROTO_MAX_DEADLINE_MS && npids >= 1 && npids <= PROTO_MAX_PIDS;
+	va_list ap;
+
+	if (why) {
+		why->code = code;
+		va_start(ap, fmt);
+		vsnprintf(why->text, sizeof(why->text), fmt, ap);
+		va_end(ap);
+	}
+	return code == BTG_ERR_LIMIT ? -EMSGSIZE : -EBADMSG;
+}
+
+/* The request's fixed part, checked alike by the encoder and the decoder. */
+static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, uint32_t npids,
+			 uint8_t sel, struct proto_verdict *why)
+{
+	if (!action_valid(action))
+		return refuse(why, BTG_ERR_PROTO, "unknown action %u (1 guard, 2 unguard, 3 status)",
+			      action);
+	if (flags & ~PROTO_FLAGS_KNOWN)
+		return refuse(why, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
+	if (deadline_ms > PROTO_MAX_DEADLINE_MS)
+		return refuse(why, BTG_ERR_LIMIT, "deadline of %u ms exceeds the limit of %u ms",
+			      deadline_ms, PROTO_MAX_DEADLINE_MS);
+	if (npids > PROTO_MAX_PIDS)
+		return refuse(why, BTG_ERR_LIMIT, "request names %u PIDs; the limit is %u", npids,
+			      PROTO_MAX_PIDS);
+	if (sel & ~PROTO_SEL_KNOWN)
+		return refuse(why, BTG_ERR_PROTO, "unknown selector fields 0x%02x", sel);
+	if (npids == 0 && sel == 0)
+		return refuse(why, BTG_ERR_PROTO, "request names no PID and selects nothing");
+	if (npids > 0 && sel != 0)
+		return refuse(why, BTG_ERR_PROTO,
+			      "request both names PIDs and selects processes; it may do one");
+	return 0;
+}
+
+/* The selector patterns in wire order, with the field bit each belongs to. */
+static const uint8_t pattern_bits[] = { PROTO_SEL_EXE, PROTO_SEL_CMDLINE, PROTO_SEL_CGROUP,
+					PROTO_SEL_MAPS };
+static const char *const pattern_names[] = { "exe", "cmdline", "cgroup", "maps" };
+
+static char *pattern_of(struct proto_select *sel, size_t i)
+{
+	char *const p[] = { sel->exe, sel->cmdline, sel->cgroup, sel->maps };
+	return p[i];
 }
 
 static bool result_head_valid(const struct proto_result *res)
 {
 	return res->pid > 0 && action_valid(res->action) && proc_state_valid(res->state) &&
-	       !(res->flags & ~PROTO_RESULT_WROTE) && res->nsites <= PROTO_MAX_SITES;
+	       !(res->flags & ~PROTO_RESULT_WROTE) && res->nsites <= PROTO_MAX_SITES &&
+	       res->risk <= PROTO_RISK_COVERED && !(res->warnings & ~PROTO_WARNINGS_KNOWN);
 }
 
 /* ----------------------------------------------------------- encoders -- */
 
 int proto_encode_request(const struct proto_request *req, uint8_t *buf, size_t cap)
 {
+	const struct proto_select *sel = &req->sel;
+	const char *const pattern[] = { sel->exe, sel->cmdline, sel->cgroup, sel->maps };
+	size_t payload, plen[4] = { 0 };
 	struct writer w;
-	size_t payload;
 	int r;
 
-	if (!request_valid(req->action, req->flags, req->deadline_ms, req->npids))
+	if (request_check(req->action, req->flags, req->deadline_ms, req->npids, sel->fields,
+			  NULL) < 0)
+		return -EINVAL;
+	if (!(sel->fields & PROTO_SEL_UID) && sel->uid != 0)
 		return -EINVAL;
 	for (uint32_t i = 0; i < req->npids; i++)
 		if (req->pids[i] <= 0)
 			return -EINVAL;
+	payload = REQUEST_FIXED + 4u * (size_t)req->npids + SELECT_FIXED;
+	for (size_t i = 0; i < sizeof(pattern_bits); i++) {
+		if (!(sel->fields & pattern_bits[i]))
+			continue;
+		plen[i] = strnlen(pattern[i], PROTO_MAX_PATTERN + 1);
+		if (plen[i] == 0 || plen[i] > PROTO_MAX_PATTERN)
+			return -EINVAL;   /* a pattern is never cut: it would select others */
+		payload += 2 + plen[i];
+	}
 
-	payload = REQUEST_FIXED + 4u * (size_t)req->npids;
 	r = start_message(&w, buf, cap, PROTO_KIND_REQUEST, payload);
 	if (r < 0)
 		return r;
@@ -243,21 +302,33 @@ int proto_encode_request(const struct proto_request *req, uint8_t *buf, size_t c
 	put_u32(&w, req->npids);
 	for (uint32_t i = 0; i < req->npids; i++)
 		put_u32(&w, (uint32_t)req->pids[i]);
+	put_u8(&w, sel->fields);
+	put_u8(&w, 0);
+	put_u32(&w, sel->uid);
+	for (size_t i = 0; i < sizeof(pattern_bits); i++) {
+		if (!(sel->fields & pattern_bits[i]))
+			continue;
+		put_u16(&w, (uint16_t)plen[i]);
+		put_bytes(&w, pattern[i], plen[i]);
+	}
 	return (int)w.off;
 }
 
 int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap)
 {
-	size_t msglen, objlen[PROTO_MAX_SITES], payload;
+	size_t msglen, cmdlen, reasonlen, objlen[PROTO_MAX_SITES], payload;
 	struct writer w;
 	int r;
 
 	if (!result_head_valid(res))
 		return -EINVAL;
 	msglen = wire_strlen(res->message, PROTO_MAX_MESSAGE);
-	payload = RESULT_FIXED + msglen;
+	cmdlen = wire_strlen(res->command, PROTO_MAX_COMMAND);
+	reasonlen = wire_strlen(res->reason, PROTO_MAX_MESSAGE);
+	payload = RESULT_FIXED + msglen + 2 + cmdlen + 2 + reasonlen;
 	for (unsigned i = 0; i < res->nsites; i++) {
-		if (!site_state_valid(res->sites[i].state))
+		if (!site_state_valid(res->sites[i].state) ||
+		    (res->sites[i].flags & ~PROTO_SITE_BOUND))
 			return -EINVAL;
 		objlen[i] = wire_strlen(res->sites[i].object, PROTO_MAX_OBJECT);
 		payload += SITE_FIXED + objlen[i];
@@ -274,12 +345,19 @@ int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap
 	put_u8(&w, res->nsites);
 	put_u32(&w, res->pause_us);
 	put_u32(&w, res->check_us);
+	put_u32(&w, res->uid);
+	put_u8(&w, res->risk);
+	put_u8(&w, res->warnings);
 	put_u16(&w, (uint16_t)msglen);
 	put_bytes(&w, res->message, msglen);
+	put_u16(&w, (uint16_t)cmdlen);
+	put_bytes(&w, res->command, cmdlen);
+	put_u16(&w, (uint16_t)reasonlen);
+	put_bytes(&w, res->reason, reasonlen);
 	for (unsigned i = 0; i < res->nsites; i++) {
 		put_u64(&w, res->sites[i].address);
 		put_u8(&w, res->sites[i].state);
-		put_u8(&w, 0);
+		put_u8(&w, res->sites[i].flags);
 		put_u16(&w, (uint16_t)objlen[i]);
 		put_bytes(&w, res->sites[i].object, objlen[i]);
 	}
@@ -321,55 +399,122 @@ int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t 
 
 /* ----------------------------------------------------------- decoders -- */
 
-int proto_decode_header(const uint8_t *buf, size_t len, struct proto_header *ret)
+int proto_decode_header(const uint8_t *buf, size_t len, struct proto_header *ret,
+			struct proto_verdict *why)
 {
 	struct reader r = { .buf = buf, .len = len };
 	struct proto_header h;
 
 	if (!buf || len < PROTO_HEADER_SIZE)
-		return -EBADMSG;
+		return refuse(why, BTG_ERR_PROTO, "a header is %u bytes, not %zu", PROTO_HEADER_SIZE,
+			      len);
 	h.magic = get_u32(&r);
 	h.version = get_u16(&r);
 	h.kind = get_u16(&r);
 	h.length = get_u32(&r);
 	if (h.magic != PROTO_MAGIC)
-		return -EBADMSG;
+		return refuse(why, BTG_ERR_PROTO,
+			      "bad magic 0x%08x (expected 0x%08x, \"BTG1\"): not a btguard client",
+			      h.magic, PROTO_MAGIC);
 	/* Checked before the kind: a future version may define new kinds. */
-	if (h.version != PROTO_VERSION)
+	if (h.version != PROTO_VERSION) {
+		refuse(why, EPROTONOSUPPORT,
+		       "protocol version %u is not supported; this daemon speaks version %u",
+		       h.version, PROTO_VERSION);
 		return -EPROTONOSUPPORT;
+	}
 	if (!kind_valid(h.kind))
-		return -EBADMSG;
+		return refuse(why, BTG_ERR_PROTO, "unknown message kind %u", h.kind);
 	if (h.length > PROTO_MAX_PAYLOAD)
-		return -EMSGSIZE;
+		return refuse(why, BTG_ERR_LIMIT,
+			      "message payload of %u bytes exceeds the limit of %u bytes", h.length,
+			      PROTO_MAX_PAYLOAD);
 	*ret = h;
 	return 0;
 }
 
-int proto_decode_request(const uint8_t *payload, size_t len, struct proto_request *ret)
+/* The selector block after the PIDs, into sel (which a failure may leave half written). */
+static int get_select(struct reader *r, struct proto_select *sel, struct proto_verdict *why)
+{
+	sel->fields = get_u8(r);
+	if (get_u8(r) != 0)
+		return refuse(why, BTG_ERR_PROTO, "reserved selector field is not 0");
+	sel->uid = get_u32(r);
+	if (r->short_read)
+		return refuse(why, BTG_ERR_PROTO, "REQUEST payload ends inside its selector block");
+	if (!(sel->fields & PROTO_SEL_UID) && sel->uid != 0)
+		return refuse(why, BTG_ERR_PROTO, "selector uid %u given without the uid field",
+			      sel->uid);
+	for (size_t i = 0; i < sizeof(pattern_bits); i++) {
+		char *dst = pattern_of(sel, i);
+		uint16_t n;
+
+		dst[0] = '\0';
+		if (!(sel->fields & pattern_bits[i]))
+			continue;
+		n = get_u16(r);
+		if (r->short_read)
+			return refuse(why, BTG_ERR_PROTO, "REQUEST payload ends before its %s pattern",
+				      pattern_names[i]);
+		if (n == 0)
+			return refuse(why, BTG_ERR_PROTO, "the %s pattern is empty", pattern_names[i]);
+		if (n > PROTO_MAX_PATTERN)
+			return refuse(why, BTG_ERR_LIMIT, "the %s pattern is %u bytes; the limit is %u",
+				      pattern_names[i], n, PROTO_MAX_PATTERN);
+		r->off -= 2;
+		if (get_string(r, PROTO_MAX_PATTERN, dst, PROTO_MAX_PATTERN + 1) < 0)
+			return refuse(why, BTG_ERR_PROTO,
+				      "the %s pattern is cut short or holds a NUL byte",
+				      pattern_names[i]);
+	}
+	return 0;
+}
+
+int proto_decode_request(const uint8_t *payload, size_t len, struct proto_request *ret,
+			 struct proto_verdict *why)
 {
 	struct reader r = { .buf = payload, .len = len };
-	uint8_t action, flags;
+	uint8_t action, flags, sel;
 	uint16_t reserved;
 	uint32_t deadline_ms, npids;
+	size_t end_pids;
+	int e;
 
-	/* Check the whole length before touching ret, which is only written
-	 * on success (the PIDs go straight in to avoid a 16 KiB copy). */
+	/* Checked whole before ret is written, but for the selector block,
+	 * which goes straight in (ret is only meaningful on success). */
 	if (!payload || len < REQUEST_FIXED)
-		return -EBADMSG;
+		return refuse(why, BTG_ERR_PROTO,
+			      "REQUEST payload of %zu bytes is shorter than its %u-byte fixed part",
+			      len, REQUEST_FIXED);
 	action = get_u8(&r);
 	flags = get_u8(&r);
 	reserved = get_u16(&r);
 	deadline_ms = get_u32(&r);
 	npids = get_u32(&r);
-	if (reserved != 0 || !request_valid(action, flags, deadline_ms, npids))
-		return -EBADMSG;
-	if (len != REQUEST_FIXED + 4u * (size_t)npids)
-		return -EBADMSG;
-	for (uint32_t i = 0; i < npids; i++)
-		if ((int32_t)get_u32(&r) <= 0)
-			return -EBADMSG;
+	if (reserved != 0)
+		return refuse(why, BTG_ERR_PROTO, "reserved REQUEST field is 0x%04x, not 0", reserved);
+	end_pids = REQUEST_FIXED + 4u * (size_t)(npids <= PROTO_MAX_PIDS ? npids : 0);
+	sel = len > end_pids ? payload[end_pids] : 0;
+	e = request_check(action, flags, deadline_ms, npids, sel, why);
+	if (e < 0)
+		return e;
+	if (len < end_pids + SELECT_FIXED)
+		return refuse(why, BTG_ERR_PROTO,
+			      "REQUEST payload of %zu bytes is too short for its %u PIDs and the "
+			      "selector block (%zu bytes at least)", len, npids, end_pids + SELECT_FIXED);
+	for (uint32_t i = 0; i < npids; i++) {
+		int32_t pid = (int32_t)get_u32(&r);
+
+		if (pid <= 0)
+			return refuse(why, BTG_ERR_PROTO, "PID #%u is %d; PIDs are positive", i + 1,
+				      pid);
+	}
+	e = get_select(&r, &ret->sel, why);
+	if (e < 0)
+		return e;
 	if (!reader_done(&r))
-		return -EBADMSG;
+		return refuse(why, BTG_ERR_PROTO, "REQUEST payload has %zu bytes left over",
+			      len - r.off);
 
 	/* Everything is valid: second pass over the PIDs into ret. */
 	r.off = REQUEST_FIXED;
@@ -398,9 +543,14 @@ int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result 
 	res.nsites = get_u8(&r);
 	res.pause_us = get_u32(&r);
 	res.check_us = get_u32(&r);
+	res.uid = get_u32(&r);
+	res.risk = get_u8(&r);
+	res.warnings = get_u8(&r);
 	if (r.short_read || !result_head_valid(&res))
 		return -EBADMSG;
-	if (get_string(&r, PROTO_MAX_MESSAGE, res.message, sizeof(res.message)) < 0)
+	if (get_string(&r, PROTO_MAX_MESSAGE, res.message, sizeof(res.message)) < 0 ||
+	    get_string(&r, PROTO_MAX_COMMAND, res.command, sizeof(res.command)) < 0 ||
+	    get_string(&r, PROTO_MAX_MESSAGE, res.reason, sizeof(res.reason)) < 0)
 		return -EBADMSG;
 
 	for (unsigned i = 0; i < res.nsites; i++) {
@@ -408,7 +558,8 @@ int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result 
 
 		s->address = get_u64(&r);
 		s->state = get_u8(&r);
-		if (get_u8(&r) != 0 || r.short_read || !site_state_valid(s->state))
+		s->flags = get_u8(&r);
+		if (r.short_read || !site_state_valid(s->state) || (s->flags & ~PROTO_SITE_BOUND))
 			return -EBADMSG;
 		if (get_string(&r, PROTO_MAX_OBJECT, s->object, sizeof(s->object)) < 0)
 			return -EBADMSG;
@@ -491,6 +642,16 @@ const char *proto_proc_state_name(unsigned state)
 	case PROTO_PROC_PARTIAL:   return "partial";
 	case PROTO_PROC_FOREIGN:   return "foreign";
 	case PROTO_PROC_UNKNOWN:   return "unknown";
+	}
+	return "unknown";
+}
+
+const char *proto_risk_name(unsigned risk)
+{
+	switch (risk) {
+	case PROTO_RISK_NONE:    return "none";
+	case PROTO_RISK_AT_RISK: return "at-risk";
+	case PROTO_RISK_COVERED: return "covered";
 	}
 	return "unknown";
 }

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC        0x31475442u /* "BTG1" on the wire */
-#define PROTO_VERSION      1u
+#define PROTO_VERSION      2u   /* 2: selectors; uid, command, risk, warnings in RESULT */
 
 /* What the client and the daemon agree on beyond the wire format. */
 #ifndef BTGUARD_VERSION
@@ -32,6 +32,9 @@
 #define PROTO_MAX_SITES    16u      /* backtrace definitions reported per PID */
 #define PROTO_MAX_OBJECT   1024u    /* bytes of an object path, without NUL */
 #define PROTO_MAX_MESSAGE  512u     /* bytes of a result's detail text */
+#define PROTO_MAX_PATTERN  1024u   /* bytes of one selector pattern, without NUL */
+#define PROTO_MAX_COMMAND  256u    /* bytes of a result's command line */
+#define PROTO_MAX_SELECTED 65536u  /* targets one selector request may reach */
 #define PROTO_MAX_DEADLINE_MS 60000u
 #define PROTO_DEFAULT_DEADLINE_MS 2000u
 
@@ -52,6 +55,19 @@ enum proto_action {
 #define PROTO_FLAG_TREE    0x01u    /* also act on every current descendant */
 #define PROTO_FLAGS_KNOWN  PROTO_FLAG_TREE
 
+/*
+ * Selector fields (proto_select.fields): a request either names PIDs or
+ * selects processes, never both.  Every field set must match.
+ */
+#define PROTO_SEL_ALL      0x01u    /* every process the caller may act on */
+#define PROTO_SEL_UID      0x02u    /* real uid equals uid */
+#define PROTO_SEL_EXE      0x04u    /* executable path matches the glob exe */
+#define PROTO_SEL_CMDLINE  0x08u    /* command line matches the glob cmdline */
+#define PROTO_SEL_CGROUP   0x10u    /* in the cgroup subtree cgroup */
+#define PROTO_SEL_MAPS     0x20u    /* maps an object whose path matches the glob maps */
+#define PROTO_SEL_AT_RISK  0x40u    /* maps torch's c10 and a stack-switching library */
+#define PROTO_SEL_KNOWN    0x7fu
+
 /* State of one backtrace definition ("site") in a target. */
 enum proto_site_state {
 	PROTO_SITE_ORIGINAL = 1,   /* bytes equal the object file's */
@@ -71,6 +87,25 @@ enum proto_proc_state {
 
 /* Result flags. */
 #define PROTO_RESULT_WROTE 0x01u    /* bytes in the target were changed */
+
+/* Site flags. */
+#define PROTO_SITE_BOUND   0x01u    /* the definition callers reach by name (see PROTOCOL.md) */
+
+/* Whether the crash can hit the process (proto_result.risk). */
+enum proto_risk {
+	PROTO_RISK_UNKNOWN = 0,    /* not determined */
+	PROTO_RISK_NONE    = 1,    /* does not map both torch's c10 and a stack-switching library */
+	PROTO_RISK_AT_RISK = 2,    /* maps both, and the bound backtrace() is not guarded */
+	PROTO_RISK_COVERED = 3,    /* maps both, and the bound backtrace() is guarded */
+};
+
+/* What the guard does not cover in this process (proto_result.warnings). */
+#define PROTO_WARN_CPP_STACKTRACES 0x01u  /* TORCH_SHOW_CPP_STACKTRACES=1 in its environment */
+#define PROTO_WARN_DIST_DEBUG      0x02u  /* TORCH_DISTRIBUTED_DEBUG=DETAIL in its environment */
+#define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace */
+#define PROTO_WARNINGS_KNOWN       0x07u
+
+#define PROTO_UID_UNKNOWN  0xffffffffu
 
 /*
  * Error codes on the wire.  0 is success; 1..4095 carry a Linux errno value
@@ -111,17 +146,28 @@ struct proto_header {
 	uint32_t length;      /* payload bytes that follow the header */
 };
 
+struct proto_select {
+	uint8_t  fields;      /* PROTO_SEL_*; 0: the request names PIDs */
+	uint32_t uid;         /* with PROTO_SEL_UID */
+	char     exe[PROTO_MAX_PATTERN + 1];
+	char     cmdline[PROTO_MAX_PATTERN + 1];
+	char     cgroup[PROTO_MAX_PATTERN + 1];
+	char     maps[PROTO_MAX_PATTERN + 1];
+};
+
 struct proto_request {
 	uint8_t  action;      /* enum proto_action */
 	uint8_t  flags;       /* PROTO_FLAG_* */
 	uint32_t deadline_ms; /* 0: PROTO_DEFAULT_DEADLINE_MS */
-	uint32_t npids;
+	uint32_t npids;       /* 0 exactly when sel.fields != 0 */
 	int32_t  pids[PROTO_MAX_PIDS];
+	struct proto_select sel;
 };
 
 struct proto_site {
 	uint64_t address;     /* run-time address of the definition */
 	uint8_t  state;       /* enum proto_site_state */
+	uint8_t  flags;       /* PROTO_SITE_* */
 	char     object[PROTO_MAX_OBJECT + 1];  /* object path as the target maps it */
 };
 
@@ -134,7 +180,12 @@ struct proto_result {
 	uint8_t  nsites;
 	uint32_t pause_us;    /* target stopped: first stop to last resume */
 	uint32_t check_us;    /* share of pause_us spent on the activeness check */
+	uint32_t uid;         /* the process's real uid, PROTO_UID_UNKNOWN when not read */
+	uint8_t  risk;        /* enum proto_risk */
+	uint8_t  warnings;    /* PROTO_WARN_* */
 	char     message[PROTO_MAX_MESSAGE + 1];  /* detail, may be empty */
+	char     command[PROTO_MAX_COMMAND + 1];  /* its command line, may be empty */
+	char     reason[PROTO_MAX_MESSAGE + 1];   /* why risk says what it says, may be empty */
 	struct proto_site sites[PROTO_MAX_SITES];
 };
 
@@ -149,14 +200,27 @@ int proto_encode_done(uint32_t count, uint8_t *buf, size_t cap);
 int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t cap);
 
 /*
+ * Why a decoder refused a message, for the peer that sent it: the error
+ * code to answer with (BTG_ERR_PROTO, BTG_ERR_LIMIT, EPROTONOSUPPORT) and
+ * one sentence a client author can act on.
+ */
+struct proto_verdict {
+	uint32_t code;
+	char     text[PROTO_MAX_MESSAGE + 1];
+};
+
+/*
  * Decoders read from exactly what was received and never past len.
  * proto_decode_header needs len >= PROTO_HEADER_SIZE; it checks magic
  * (-EBADMSG), version (-EPROTONOSUPPORT), kind (-EBADMSG) and the payload
  * limit (-EMSGSIZE).  Payload decoders return 0, or -EBADMSG when the
- * payload is short, long, or holds an invalid value.
+ * payload is short, long, or holds an invalid value (-EMSGSIZE for a
+ * request over a limit).  When ret_why is not NULL, a refusal fills it.
  */
-int proto_decode_header(const uint8_t *buf, size_t len, struct proto_header *ret);
-int proto_decode_request(const uint8_t *payload, size_t len, struct proto_request *ret);
+int proto_decode_header(const uint8_t *buf, size_t len, struct proto_header *ret,
+			struct proto_verdict *ret_why);
+int proto_decode_request(const uint8_t *payload, size_t len, struct proto_request *ret,
+			 struct proto_verdict *ret_why);
 int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result *ret);
 int proto_decode_done(const uint8_t *payload, size_t len, uint32_t *ret_count);
 int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
@@ -166,6 +230,7 @@ int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 const char *proto_action_name(unsigned action);        /* "guard" */
 const char *proto_site_state_name(unsigned state);     /* "original" */
 const char *proto_proc_state_name(unsigned state);     /* "guarded" */
+const char *proto_risk_name(unsigned risk);            /* "at-risk" */
 const char *proto_error_name(uint32_t code);           /* "busy", "ESRCH" */
 const char *proto_error_text(uint32_t code);           /* one sentence */
 

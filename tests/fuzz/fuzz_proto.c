@@ -32,7 +32,7 @@ static void check_encoding(int n, unsigned kind, const uint8_t *payload, size_t 
 	struct proto_header h;
 
 	FUZZ_CHECK(n >= 0 && (size_t)n == PROTO_HEADER_SIZE + len);
-	FUZZ_CHECK(proto_decode_header(enc, (size_t)n, &h) == 0);
+	FUZZ_CHECK(proto_decode_header(enc, (size_t)n, &h, NULL) == 0);
 	FUZZ_CHECK(h.magic == PROTO_MAGIC && h.version == PROTO_VERSION);
 	FUZZ_CHECK(h.kind == kind && h.length == len);
 	FUZZ_CHECK(memcmp(enc + PROTO_HEADER_SIZE, payload, len) == 0);
@@ -42,19 +42,24 @@ static void fuzz_request(const uint8_t *p, size_t len)
 {
 	int n;
 
-	if (proto_decode_request(p, len, &req_a) < 0)
+	if (proto_decode_request(p, len, &req_a, NULL) < 0)
 		return;
-	FUZZ_CHECK(req_a.npids >= 1 && req_a.npids <= PROTO_MAX_PIDS);
+	/* PIDs or a selector, exactly one of the two. */
+	FUZZ_CHECK(req_a.npids <= PROTO_MAX_PIDS);
+	FUZZ_CHECK((req_a.npids >= 1) != (req_a.sel.fields != 0));
 	n = proto_encode_request(&req_a, enc, sizeof(enc));
 	check_encoding(n, PROTO_KIND_REQUEST, p, len);
 	/* One byte short of room must be refused, not half-written. */
 	FUZZ_CHECK(proto_encode_request(&req_a, enc, (size_t)n - 1) == -EMSGSIZE);
 
-	FUZZ_CHECK(proto_decode_request(enc + PROTO_HEADER_SIZE, len, &req_b) == 0);
+	FUZZ_CHECK(proto_decode_request(enc + PROTO_HEADER_SIZE, len, &req_b, NULL) == 0);
 	FUZZ_CHECK(req_a.action == req_b.action && req_a.flags == req_b.flags);
 	FUZZ_CHECK(req_a.deadline_ms == req_b.deadline_ms && req_a.npids == req_b.npids);
 	for (uint32_t i = 0; i < req_a.npids; i++)
 		FUZZ_CHECK(req_a.pids[i] > 0 && req_a.pids[i] == req_b.pids[i]);
+	FUZZ_CHECK(req_a.sel.fields == req_b.sel.fields && req_a.sel.uid == req_b.sel.uid);
+	FUZZ_CHECK(!strcmp(req_a.sel.exe, req_b.sel.exe) && !strcmp(req_a.sel.cmdline, req_b.sel.cmdline));
+	FUZZ_CHECK(!strcmp(req_a.sel.cgroup, req_b.sel.cgroup) && !strcmp(req_a.sel.maps, req_b.sel.maps));
 	(void)proto_action_name(req_a.action);
 }
 
@@ -66,6 +71,9 @@ static void fuzz_result(const uint8_t *p, size_t len)
 		return;
 	FUZZ_CHECK(res_a.pid > 0 && res_a.nsites <= PROTO_MAX_SITES);
 	FUZZ_CHECK(strlen(res_a.message) <= PROTO_MAX_MESSAGE);
+	FUZZ_CHECK(strlen(res_a.command) <= PROTO_MAX_COMMAND);
+	FUZZ_CHECK(strlen(res_a.reason) <= PROTO_MAX_MESSAGE);
+	(void)proto_risk_name(res_a.risk);
 	n = proto_encode_result(&res_a, enc, sizeof(enc));
 	check_encoding(n, PROTO_KIND_RESULT, p, len);
 	FUZZ_CHECK(proto_encode_result(&res_a, enc, (size_t)n - 1) == -EMSGSIZE);
@@ -127,7 +135,7 @@ static void fuzz_message(const uint8_t *p, size_t len)
 	struct proto_header h;
 	uint8_t *payload;
 
-	if (proto_decode_header(p, len, &h) < 0)
+	if (proto_decode_header(p, len, &h, NULL) < 0)
 		return;
 	FUZZ_CHECK(len >= PROTO_HEADER_SIZE && h.length <= PROTO_MAX_PAYLOAD);
 	FUZZ_CHECK(h.kind >= PROTO_KIND_REQUEST && h.kind <= PROTO_KIND_ERROR);
@@ -154,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	len = size - 1;
 	body = fuzz_copy(data + 1, len);
-	(void)proto_decode_header(body, len, &h);
+	(void)proto_decode_header(body, len, &h, NULL);
 	switch (data[0] % 5) {
 	case 0: fuzz_message(body, len); break;
 	case 1: fuzz_request(body, len); break;

@@ -264,7 +264,7 @@ static void client_parse(struct harness *h)
 		struct proto_header hdr;
 		uint8_t *payload;
 
-		FUZZ_CHECK(proto_decode_header(h->in + off, PROTO_HEADER_SIZE, &hdr) == 0);
+		FUZZ_CHECK(proto_decode_header(h->in + off, PROTO_HEADER_SIZE, &hdr, NULL) == 0);
 		if (h->in_len - off - PROTO_HEADER_SIZE < hdr.length)
 			break;
 		payload = fuzz_copy(h->in + off + PROTO_HEADER_SIZE, hdr.length);

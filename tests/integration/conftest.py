@@ -604,12 +604,12 @@ def daemon():
 # ---------------------------------------------------------- raw protocol --
 
 MAGIC = 0x31475442
-VERSION = 1
+VERSION = 2
 KIND_REQUEST, KIND_RESULT, KIND_DONE, KIND_ERROR = 1, 2, 3, 4
 ACTION_GUARD, ACTION_UNGUARD, ACTION_STATUS = 1, 2, 3
 HEADER = struct.Struct("<IHHI")
 REQUEST = struct.Struct("<BBHII")
-RESULT = struct.Struct("<iIBBBBII")
+RESULT = struct.Struct("<iIBBBBIIIBB")   # ... check_us, uid, risk, warnings
 MAX_PAYLOAD = 65536
 MAX_PIDS = 4096
 
@@ -626,10 +626,15 @@ ERR = {name: 4096 + i for i, name in enumerate(ERR_NAMES)}
 PROC_NONE, PROC_UNGUARDED, PROC_GUARDED, PROC_PARTIAL, PROC_FOREIGN, PROC_UNKNOWN = range(6)
 RESULT_WROTE = 0x01
 
-SITE = struct.Struct("<QBBH")   # address, state, reserved, object length
+SITE = struct.Struct("<QBBH")   # address, state, flags, object length
+SELECT = struct.Struct("<BBI")  # fields, reserved, uid
+SEL_ALL, SEL_UID, SEL_EXE, SEL_CMDLINE, SEL_CGROUP, SEL_MAPS, SEL_AT_RISK = (
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40)
+RISK_UNKNOWN, RISK_NONE, RISK_AT_RISK, RISK_COVERED = range(4)
 
 WireResult = collections.namedtuple(
-    "WireResult", "pid error action state flags nsites pause_us check_us message sites")
+    "WireResult", "pid error action state flags nsites pause_us check_us uid risk warnings "
+    "message command reason sites")
 
 
 def encode_header(kind, length, magic=MAGIC, version=VERSION):
@@ -640,6 +645,19 @@ def encode_request(action, pids, flags=0, deadline_ms=0, npids=None):
     payload = REQUEST.pack(action, flags, 0, deadline_ms,
                            len(pids) if npids is None else npids)
     payload += b"".join(struct.pack("<i", p) for p in pids)
+    payload += SELECT.pack(0, 0, 0)
+    return encode_header(KIND_REQUEST, len(payload)) + payload
+
+
+def encode_select(action, fields, uid=0, exe=None, cmdline=None, cgroup=None, maps=None,
+                  flags=0, deadline_ms=0):
+    """A selector REQUEST; the patterns go in field order: exe, cmdline, cgroup, maps."""
+    payload = REQUEST.pack(action, flags, 0, deadline_ms, 0) + SELECT.pack(fields, 0, uid)
+    for bit, pattern in ((SEL_EXE, exe), (SEL_CMDLINE, cmdline), (SEL_CGROUP, cgroup),
+                         (SEL_MAPS, maps)):
+        if fields & bit:
+            data = pattern.encode()
+            payload += struct.pack("<H", len(data)) + data
     return encode_header(KIND_REQUEST, len(payload)) + payload
 
 
@@ -700,15 +718,17 @@ class Wire:
 
 def decode_result(payload):
     fixed = RESULT.unpack_from(payload)
-    (mlen,) = struct.unpack_from("<H", payload, RESULT.size)
-    start = RESULT.size + 2
-    message = payload[start:start + mlen].decode(errors="replace")
-    off = start + mlen
+    off = RESULT.size
+    strings = []
+    for _ in range(3):   # message, command, reason
+        (n,) = struct.unpack_from("<H", payload, off)
+        strings.append(payload[off + 2:off + 2 + n].decode(errors="replace"))
+        off += 2 + n
     sites = []
     for _ in range(fixed[5]):
-        address, state, _reserved, olen = SITE.unpack_from(payload, off)
+        address, state, _flags, olen = SITE.unpack_from(payload, off)
         off += SITE.size
         sites.append((payload[off:off + olen].decode(errors="replace"), address, state))
         off += olen
     assert off == len(payload), f"{len(payload) - off} stray bytes after a RESULT"
-    return WireResult(*fixed, message, sites)
+    return WireResult(*fixed, *strings, sites)

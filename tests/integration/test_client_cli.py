@@ -29,7 +29,7 @@ BTGUARDCTL = Path(os.environ.get("BTGUARD_BUILD", REPO / "build")) / "btguardctl
 
 RUN_TIMEOUT = 30.0          # no client run may take longer than this
 
-MAGIC, VERSION = 0x31475442, 1
+MAGIC, VERSION = 0x31475442, 2
 REQUEST, RESULT, DONE, ERROR = 1, 2, 3, 4
 GUARD, UNGUARD, STATUS = 1, 2, 3
 NONE, UNGUARDED, GUARDED, PARTIAL, FOREIGN, UNKNOWN = range(6)
@@ -49,17 +49,26 @@ def message(kind, payload):
     return header(kind, len(payload)) + payload
 
 
+RISK_UNKNOWN, RISK_NONE, RISK_AT_RISK, RISK_COVERED = range(4)
+UID_UNKNOWN = 0xffffffff
+SITE_BOUND = 0x01
+
+
 def result(pid, error=0, action=GUARD, state=GUARDED, flags=0, sites=(),
-           msg=b"", pause_us=0, check_us=0):
-    """A RESULT; sites are (address, state, object-bytes) tuples."""
-    if isinstance(msg, str):
-        msg = msg.encode()
-    body = struct.pack("<iIBBBBIIH", pid, error, action, state, flags, len(sites),
-                       pause_us, check_us, len(msg)) + msg
-    for address, st, obj in sites:
+           msg=b"", pause_us=0, check_us=0, uid=UID_UNKNOWN, risk=RISK_UNKNOWN, warnings=0,
+           command=b"", reason=b""):
+    """A RESULT; sites are (address, state, object-bytes[, site flags]) tuples."""
+    msg, command, reason = (v.encode() if isinstance(v, str) else v
+                            for v in (msg, command, reason))
+    body = struct.pack("<iIBBBBIIIBBH", pid, error, action, state, flags, len(sites),
+                       pause_us, check_us, uid, risk, warnings, len(msg)) + msg
+    body += struct.pack("<H", len(command)) + command + struct.pack("<H", len(reason)) + reason
+    for site in sites:
+        address, st, obj = site[:3]
+        sflags = site[3] if len(site) > 3 else 0
         if isinstance(obj, str):
             obj = obj.encode()
-        body += struct.pack("<QBBH", address, st, 0, len(obj)) + obj
+        body += struct.pack("<QBBH", address, st, sflags, len(obj)) + obj
     return message(RESULT, body)
 
 
@@ -82,10 +91,18 @@ def recv_exact(conn, n):
     return data
 
 
+SEL_ALL, SEL_UID, SEL_EXE, SEL_CMDLINE, SEL_CGROUP, SEL_MAPS, SEL_AT_RISK = (
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40)
+PATTERN_FIELDS = ((SEL_EXE, "exe"), (SEL_CMDLINE, "cmdline"), (SEL_CGROUP, "cgroup"),
+                  (SEL_MAPS, "maps"))
+
+
 class Request:
-    def __init__(self, action, flags, reserved, deadline_ms, pids):
+    def __init__(self, action, flags, reserved, deadline_ms, pids, select=0, uid=0,
+                 patterns=None):
         self.action, self.flags, self.reserved = action, flags, reserved
         self.deadline_ms, self.pids = deadline_ms, pids
+        self.select, self.uid, self.patterns = select, uid, patterns or {}
 
 
 def read_request(conn):
@@ -93,9 +110,19 @@ def read_request(conn):
     assert (magic, version, kind) == (MAGIC, VERSION, REQUEST)
     payload = recv_exact(conn, length)
     action, flags, reserved, deadline_ms, npids = struct.unpack_from("<BBHII", payload)
-    assert length == 12 + 4 * npids
     pids = list(struct.unpack_from(f"<{npids}i", payload, 12))
-    return Request(action, flags, reserved, deadline_ms, pids)
+    off = 12 + 4 * npids
+    select, sel_reserved, uid = struct.unpack_from("<BBI", payload, off)
+    assert sel_reserved == 0
+    off += 6
+    patterns = {}
+    for bit, name in PATTERN_FIELDS:
+        if select & bit:
+            (n,) = struct.unpack_from("<H", payload, off)
+            patterns[name] = payload[off + 2:off + 2 + n].decode()
+            off += 2 + n
+    assert off == length, "the request has bytes left over"
+    return Request(action, flags, reserved, deadline_ms, pids, select, uid, patterns)
 
 
 # ------------------------------------------------------ the fake daemon --
@@ -207,7 +234,10 @@ def test_help_is_complete_and_exits_0():
     p = run(["--help"])
     assert p.returncode == 0
     out = p.stdout.decode()
-    for needle in ("Usage: btguardctl", "guard PID", "unguard PID", "status PID",
+    for needle in ("Usage: btguardctl", "guard|unguard|status PID...",
+                   "guard|unguard|status SELECTOR...", "--all", "--at-risk", "--user",
+                   "--exe", "--cmdline", "--cgroup", "--unit", "--maps", "--format",
+                   "prometheus", "at risk", "partial",
                    "--socket", "--json", "--timeout", "--deadline", "--tree",
                    "BTGUARD_SOCKET", "Exit status", "Examples", "/run/btguard/btguard.sock"):
         assert needle in out, needle
@@ -365,7 +395,7 @@ def test_human_output_lines(fake):
         "1235: guarded (1 site), already guarded, nothing written",
         "1236: error: busy: thread 1240 at 0x7f12: inside",
         "1237: error: no-process: there is no process with this PID",
-        "1238: partial (2 sites), nothing written",
+        "1238: partial (2 sites; original: libbt.so), nothing written",
     ]
     assert p.stderr == b""
 
@@ -443,8 +473,10 @@ def test_json_success_shape(fake):
     assert p.returncode == 0
     assert json_lines(p) == [{
         "pid": 1234, "ok": True, "action": "guard", "state": "guarded", "wrote": True,
-        "message": "",
-        "sites": [{"object": LIBC, "address": "0x7f1234560000", "state": "guarded"}],
+        "message": "", "uid": None, "user": None, "command": "", "risk": None,
+        "risk_reason": "", "warnings": [],
+        "sites": [{"object": LIBC, "address": "0x7f1234560000", "state": "guarded",
+                   "bound": False}],
         "pause_us": 412, "check_us": 300,
     }]
 
@@ -461,6 +493,8 @@ def test_json_error_shape_and_exit_1(fake):
     assert ok["ok"] is True and "error" not in ok
     assert busy == {"pid": 2, "ok": False, "action": "unguard", "state": "guarded",
                     "wrote": False, "error": "busy", "message": "thread 3 inside",
+                    "uid": None, "user": None, "command": "", "risk": None,
+                    "risk_reason": "", "warnings": [],
                     "sites": [], "pause_us": 0, "check_us": 0}
     assert gone["ok"] is False
     assert gone["state"] is None
@@ -498,7 +532,7 @@ def test_json_escaping(fake):
     assert o["message"] == ('q"b\\s/\n\t\x01\x7f café \ufffd\ufffd '
                             '\ufffd\ufffd\ufffd \U0001f40d')
     assert o["sites"] == [{"object": '/lib/\x1bweird"\ufffd.so', "address": "0x10",
-                           "state": "original"}]
+                           "state": "original", "bound": False}]
 
 
 # ------------------------------------------------- the daemon misbehaves --
@@ -539,7 +573,7 @@ def test_close_mid_message_exits_1(fake):
 
 @pytest.mark.parametrize("garbage, why", [
     (header(RESULT, 4, magic=0x12345678) + b"\0" * 4, "malformed"),
-    (header(RESULT, 4, version=2) + b"\0" * 4, "protocol version"),
+    (header(RESULT, 4, version=1) + b"\0" * 4, "protocol version"),
     (header(9, 0), "malformed"),
     (header(RESULT, 65537), "size limit"),
     (message(RESULT, b"\0" * 10), "malformed result"),

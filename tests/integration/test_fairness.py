@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import MAX_PIDS, stop_started, user_prefix
+from conftest import MAX_PIDS, VERSION, stop_started, user_prefix
 from prodlib import wait_for
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
@@ -38,10 +38,11 @@ FLOOD = r"""
 import socket, struct, sys
 path = sys.argv[1]
 pids = list(range(1, 4097))
-payload = struct.pack("<BBHII", 3, 0, 0, 0, len(pids)) + b"".join(struct.pack("<i", p) for p in pids)
+payload = (struct.pack("<BBHII", 3, 0, 0, 0, len(pids)) + b"".join(struct.pack("<i", p) for p in pids)
+           + struct.pack("<BBI", 0, 0, 0))
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(path)
-s.sendall(struct.pack("<IHHI", 0x31475442, 1, 1, len(payload)) + payload)
+s.sendall(struct.pack("<IHHI", 0x31475442, int(sys.argv[2]), 1, len(payload)) + payload)
 print("sent", flush=True)
 def exact(n):
     b = b""
@@ -74,7 +75,7 @@ def test_namespaced_flood_does_not_stall_others(daemon, victim, test_user):
         own = victim("idle", 1, user=test_user)
         flood = subprocess.Popen(
             user_prefix(test_user) + ["unshare", "-Urpf", "--mount-proc",
-                                      sys.executable, "-c", FLOOD, daemon.socket],
+                                      sys.executable, "-c", FLOOD, daemon.socket, str(VERSION)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         extra.append(flood)
         assert flood.stdout.readline() == "sent\n", flood.stderr.read()

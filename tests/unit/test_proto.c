@@ -53,6 +53,9 @@ static void raw_request(struct raw *r, uint8_t action, uint8_t flags, uint16_t r
 	raw_u32(r, npids);
 	for (uint32_t i = 0; i < npids; i++)
 		raw_u32(r, pid);
+	raw_u8(r, 0);    /* no selector fields */
+	raw_u8(r, 0);
+	raw_u32(r, 0);
 }
 
 /* Result head: pid 42, error 0, guard, guarded, wrote, nsites, 7/3 us. */
@@ -67,6 +70,17 @@ static void raw_result_head(struct raw *r, uint8_t state, uint8_t flags, uint8_t
 	raw_u8(r, nsites);
 	raw_u32(r, 7);
 	raw_u32(r, 3);
+	raw_u32(r, 1000);   /* uid */
+	raw_u8(r, PROTO_RISK_NONE);
+	raw_u8(r, 0);       /* warnings */
+}
+
+/* A result's message, then an empty command and reason. */
+static void raw_msg(struct raw *r, const char *s, size_t n)
+{
+	raw_str(r, s, n);
+	raw_str(r, "", 0);
+	raw_str(r, "", 0);
 }
 
 static void raw_site(struct raw *r, uint64_t addr, uint8_t state, uint8_t reserved,
@@ -104,10 +118,16 @@ static struct proto_result *full_result(void)
 	res->nsites = PROTO_MAX_SITES;
 	res->pause_us = 0xfedcba98u;
 	res->check_us = 0x01020304u;
+	res->uid = 0xfffffffeu;
+	res->risk = PROTO_RISK_COVERED;
+	res->warnings = PROTO_WARNINGS_KNOWN;
 	memset(res->message, 'm', PROTO_MAX_MESSAGE);
+	memset(res->command, 'c', PROTO_MAX_COMMAND);
+	memset(res->reason, 'r', PROTO_MAX_MESSAGE);
 	for (unsigned i = 0; i < PROTO_MAX_SITES; i++) {
 		res->sites[i].address = 0x7f0000000000ull + i * 0x1000 + 0x8877665544332211ull;
 		res->sites[i].state = (uint8_t)(1 + i % 3);
+		res->sites[i].flags = i == 3 ? PROTO_SITE_BOUND : 0;
 		memset(res->sites[i].object, 'a' + (int)i, PROTO_MAX_OBJECT);
 	}
 	return res;
@@ -124,10 +144,16 @@ static void assert_result_equal(const struct proto_result *a, const struct proto
 	assert_int_equal(a->nsites, b->nsites);
 	assert_int_equal(a->pause_us, b->pause_us);
 	assert_int_equal(a->check_us, b->check_us);
+	assert_int_equal(a->uid, b->uid);
+	assert_int_equal(a->risk, b->risk);
+	assert_int_equal(a->warnings, b->warnings);
 	assert_string_equal(a->message, b->message);
+	assert_string_equal(a->command, b->command);
+	assert_string_equal(a->reason, b->reason);
 	for (unsigned i = 0; i < a->nsites; i++) {
 		assert_true(a->sites[i].address == b->sites[i].address);
 		assert_int_equal(a->sites[i].state, b->sites[i].state);
+		assert_int_equal(a->sites[i].flags, b->sites[i].flags);
 		assert_string_equal(a->sites[i].object, b->sites[i].object);
 	}
 }
@@ -145,7 +171,7 @@ static void header_layout_is_little_endian(void **state)
 {
 	uint8_t buf[64];
 	static const uint8_t want[] = {
-		'B', 'T', 'G', '1',  1, 0,  3, 0,  4, 0, 0, 0,   /* header: DONE, 4 bytes */
+		'B', 'T', 'G', '1',  2, 0,  3, 0,  4, 0, 0, 0,   /* header: DONE, 4 bytes */
 		0x04, 0x03, 0x02, 0x01,                           /* count */
 	};
 	struct proto_header h;
@@ -153,7 +179,7 @@ static void header_layout_is_little_endian(void **state)
 
 	assert_int_equal(proto_encode_done(0x01020304u, buf, sizeof(buf)), sizeof(want));
 	assert_memory_equal(buf, want, sizeof(want));
-	assert_int_equal(proto_decode_header(buf, sizeof(want), &h), 0);
+	assert_int_equal(proto_decode_header(buf, sizeof(want), &h, NULL), 0);
 	assert_int_equal(h.magic, PROTO_MAGIC);
 	assert_int_equal(h.version, PROTO_VERSION);
 	assert_int_equal(h.kind, PROTO_KIND_DONE);
@@ -173,31 +199,33 @@ static void header_rejections(void **state)
 	}
 
 	for (size_t len = 0; len < PROTO_HEADER_SIZE; len++)
-		assert_int_equal(proto_decode_header(good, len, &h), -EBADMSG);
+		assert_int_equal(proto_decode_header(good, len, &h, NULL), -EBADMSG);
 	assert_int_equal(h.magic, 0xdead);   /* untouched on failure */
 
 	memcpy(b, good, sizeof(b)); b[0] ^= 1;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EBADMSG);
-	memcpy(b, good, sizeof(b)); b[4] = 2;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EPROTONOSUPPORT);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
+	memcpy(b, good, sizeof(b)); b[4] = 1;   /* the version before selectors */
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
+	memcpy(b, good, sizeof(b)); b[4] = 3;
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
 	memcpy(b, good, sizeof(b)); b[4] = 0;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EPROTONOSUPPORT);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
 	memcpy(b, good, sizeof(b)); b[6] = 0;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EBADMSG);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 	memcpy(b, good, sizeof(b)); b[6] = 5;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EBADMSG);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 	memcpy(b, good, sizeof(b)); b[7] = 1;   /* kind 0x0103 */
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EBADMSG);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 
 	/* Payload limit: exactly the limit passes, one more byte does not. */
 	memcpy(b, good, sizeof(b));
 	b[8] = 0; b[9] = 0; b[10] = 1; b[11] = 0;   /* 65536 */
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), 0);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), 0);
 	assert_int_equal(h.length, PROTO_MAX_PAYLOAD);
 	b[8] = 1;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EMSGSIZE);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EMSGSIZE);
 	b[8] = 0xff; b[9] = 0xff; b[10] = 0xff; b[11] = 0xff;
-	assert_int_equal(proto_decode_header(b, sizeof(b), &h), -EMSGSIZE);
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EMSGSIZE);
 }
 
 /* ------------------------------------------------------------ request -- */
@@ -208,9 +236,10 @@ static void request_layout_and_round_trip(void **state)
 	struct proto_header h;
 	uint8_t buf[64];
 	static const uint8_t want[] = {
-		'B', 'T', 'G', '1', 1, 0, 1, 0, 20, 0, 0, 0,
+		'B', 'T', 'G', '1', 2, 0, 1, 0, 26, 0, 0, 0,
 		3, 1, 0, 0,  0xe8, 0x03, 0, 0,  2, 0, 0, 0,
 		0xd2, 0x04, 0, 0,  0xff, 0xff, 0xff, 0x7f,
+		0, 0,  0, 0, 0, 0,                           /* no selector */
 	};
 	(void)state;
 
@@ -222,10 +251,10 @@ static void request_layout_and_round_trip(void **state)
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), sizeof(want));
 	assert_memory_equal(buf, want, sizeof(want));
 
-	assert_int_equal(proto_decode_header(buf, sizeof(want), &h), 0);
+	assert_int_equal(proto_decode_header(buf, sizeof(want), &h, NULL), 0);
 	assert_int_equal(h.kind, PROTO_KIND_REQUEST);
 	assert_int_equal(h.length, sizeof(want) - PROTO_HEADER_SIZE);
-	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, h.length, out), 0);
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, h.length, out, NULL), 0);
 	assert_int_equal(out->action, PROTO_ACTION_STATUS);
 	assert_int_equal(out->flags, PROTO_FLAG_TREE);
 	assert_int_equal(out->deadline_ms, 1000);
@@ -240,12 +269,12 @@ static void request_max_size(void **state)
 {
 	struct proto_request *req = new_request(PROTO_MAX_PIDS), *out = new_request(0);
 	uint8_t *buf = new_buf();
-	size_t need = PROTO_HEADER_SIZE + 12 + 4 * PROTO_MAX_PIDS;
+	size_t need = PROTO_HEADER_SIZE + 12 + 4 * PROTO_MAX_PIDS + 6;
 	(void)state;
 
 	req->deadline_ms = PROTO_MAX_DEADLINE_MS;
 	assert_int_equal(proto_encode_request(req, buf, BUF_CAP), need);
-	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, need - PROTO_HEADER_SIZE, out), 0);
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, need - PROTO_HEADER_SIZE, out, NULL), 0);
 	assert_int_equal(out->npids, PROTO_MAX_PIDS);
 	assert_int_equal(out->deadline_ms, PROTO_MAX_DEADLINE_MS);
 	assert_memory_equal(out->pids, req->pids, sizeof(req->pids));
@@ -298,12 +327,12 @@ static void request_decoder_rejections(void **state)
 
 	assert_non_null(r);
 	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, 1, 5);
-	assert_int_equal(proto_decode_request(r->b, r->n, out), 0);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
 	assert_int_equal(out->pids[0], 5);
 	out->npids = 77;   /* sentinel: failures below must leave it alone */
 
 #define REJECT(...) do { raw_request(r, __VA_ARGS__); \
-	assert_int_equal(proto_decode_request(r->b, r->n, out), -EBADMSG); } while (0)
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG); } while (0)
 	REJECT(0, 0, 0, 0, 1, 5);                             /* unknown action */
 	REJECT(4, 0, 0, 0, 1, 5);
 	REJECT(0xff, 0, 0, 0, 1, 5);
@@ -311,34 +340,196 @@ static void request_decoder_rejections(void **state)
 	REJECT(PROTO_ACTION_GUARD, 0x80, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0, 1, 0, 1, 5);            /* reserved != 0 */
 	REJECT(PROTO_ACTION_GUARD, 0, 0x100, 0, 1, 5);
-	REJECT(PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_DEADLINE_MS + 1, 1, 5);
-	REJECT(PROTO_ACTION_GUARD, 0, 0, 0xffffffffu, 1, 5);
-	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, 0, 5);            /* no PIDs */
-	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, PROTO_MAX_PIDS + 1, 5);
+	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, 0, 5);            /* no PIDs, no selector */
 	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, 1, 0);            /* pid <= 0 */
 	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, 1, 0xffffffffu);  /* -1 */
 	REJECT(PROTO_ACTION_GUARD, 0, 0, 0, 1, 0x80000000u);  /* INT32_MIN */
 #undef REJECT
+#define OVER(...) do { raw_request(r, __VA_ARGS__); \
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EMSGSIZE); } while (0)
+	OVER(PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_DEADLINE_MS + 1, 1, 5);
+	OVER(PROTO_ACTION_GUARD, 0, 0, 0xffffffffu, 1, 5);
+	OVER(PROTO_ACTION_GUARD, 0, 0, 0, PROTO_MAX_PIDS + 1, 5);
+#undef OVER
 	assert_int_equal(out->npids, 77);
 
 	/* The deadline limit itself is allowed. */
 	raw_request(r, PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_DEADLINE_MS, 1, 5);
-	assert_int_equal(proto_decode_request(r->b, r->n, out), 0);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
 
 	/* A bad PID anywhere in the list, not just first. */
 	raw_request(r, PROTO_ACTION_STATUS, 0, 0, 0, 3, 9);
 	r->b[12 + 8 + 3] = 0x80;
-	assert_int_equal(proto_decode_request(r->b, r->n, out), -EBADMSG);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
 
-	/* Length must equal 12 + 4 * npids: one trailing byte, and npids lying. */
+	/* Length must equal 12 + 4 * npids + 6: one trailing byte, and npids lying. */
 	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, 2, 5);
 	raw_u8(r, 0);
-	assert_int_equal(proto_decode_request(r->b, r->n, out), -EBADMSG);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
 	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, 2, 5);
 	r->b[8] = 1;   /* npids 1 but 2 PIDs present */
-	assert_int_equal(proto_decode_request(r->b, r->n, out), -EBADMSG);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
 	r->b[8] = 3;   /* npids 3 but 2 present */
-	assert_int_equal(proto_decode_request(r->b, r->n, out), -EBADMSG);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
+	free(r);
+	free(out);
+}
+
+/* A selector request: action guard, no flags, no deadline, no PIDs, then the block. */
+static void raw_select(struct raw *r, uint8_t fields, uint32_t uid)
+{
+	r->n = 0;
+	raw_u8(r, PROTO_ACTION_GUARD);
+	raw_u8(r, 0);
+	raw_u16(r, 0);
+	raw_u32(r, 0);
+	raw_u32(r, 0);
+	raw_u8(r, fields);
+	raw_u8(r, 0);
+	raw_u32(r, uid);
+}
+
+static void request_selectors_layout_and_round_trip(void **state)
+{
+	struct proto_request *req = new_request(0), *out = new_request(0);
+	struct raw *want = calloc(1, sizeof(*want));
+	uint8_t *buf = new_buf();
+	int n;
+	(void)state;
+
+	assert_non_null(want);
+	req->action = PROTO_ACTION_STATUS;
+	req->sel.fields = PROTO_SEL_ALL | PROTO_SEL_UID | PROTO_SEL_EXE | PROTO_SEL_CMDLINE |
+			  PROTO_SEL_CGROUP | PROTO_SEL_MAPS | PROTO_SEL_AT_RISK;
+	req->sel.uid = 1000;
+	strcpy(req->sel.exe, "python3*");
+	strcpy(req->sel.cmdline, "* -m gunicorn *");
+	strcpy(req->sel.cgroup, "/system.slice/train.service");
+	strcpy(req->sel.maps, "*libc10.so");
+
+	/* The patterns follow the block in field-bit order: exe, cmdline, cgroup, maps. */
+	raw_u8(want, PROTO_ACTION_STATUS);
+	raw_u8(want, 0);
+	raw_u16(want, 0);
+	raw_u32(want, 0);
+	raw_u32(want, 0);
+	raw_u8(want, 0x7f);
+	raw_u8(want, 0);
+	raw_u32(want, 1000);
+	raw_str(want, "python3*", 8);
+	raw_str(want, "* -m gunicorn *", 15);
+	raw_str(want, "/system.slice/train.service", 27);
+	raw_str(want, "*libc10.so", 10);
+	n = proto_encode_request(req, buf, BUF_CAP);
+	assert_int_equal(n, PROTO_HEADER_SIZE + want->n);
+	assert_memory_equal(buf + PROTO_HEADER_SIZE, want->b, want->n);
+	assert_int_equal(proto_decode_request(want->b, want->n, out, NULL), 0);
+	assert_int_equal(out->npids, 0);
+	assert_int_equal(out->sel.fields, req->sel.fields);
+	assert_int_equal(out->sel.uid, 1000);
+	assert_string_equal(out->sel.exe, "python3*");
+	assert_string_equal(out->sel.cmdline, "* -m gunicorn *");
+	assert_string_equal(out->sel.cgroup, "/system.slice/train.service");
+	assert_string_equal(out->sel.maps, "*libc10.so");
+
+	/* Only the fields set travel: cgroup alone. */
+	memset(&req->sel, 0, sizeof(req->sel));
+	req->sel.fields = PROTO_SEL_CGROUP;
+	strcpy(req->sel.cgroup, "/a");
+	n = proto_encode_request(req, buf, BUF_CAP);
+	assert_int_equal(n, PROTO_HEADER_SIZE + 12 + 6 + 2 + 2);
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, (size_t)n - PROTO_HEADER_SIZE,
+					      out, NULL), 0);
+	assert_string_equal(out->sel.cgroup, "/a");
+	assert_string_equal(out->sel.exe, "");
+
+	/* The longest pattern is sent whole; a longer one, or none, is refused, never cut. */
+	memset(req->sel.cgroup, 'g', PROTO_MAX_PATTERN);
+	req->sel.cgroup[PROTO_MAX_PATTERN] = '\0';
+	assert_true(proto_encode_request(req, buf, BUF_CAP) > 0);
+	memset(req->sel.cgroup, 'g', sizeof(req->sel.cgroup));
+	assert_int_equal(proto_encode_request(req, buf, BUF_CAP), -EINVAL);
+	req->sel.cgroup[0] = '\0';
+	assert_int_equal(proto_encode_request(req, buf, BUF_CAP), -EINVAL);
+	/* Names PIDs and selects: refused. */
+	strcpy(req->sel.cgroup, "/a");
+	req->npids = 1;
+	req->pids[0] = 7;
+	assert_int_equal(proto_encode_request(req, buf, BUF_CAP), -EINVAL);
+	/* A uid without its field. */
+	req->npids = 0;
+	req->sel.uid = 5;
+	assert_int_equal(proto_encode_request(req, buf, BUF_CAP), -EINVAL);
+	free(buf);
+	free(want);
+	free(req);
+	free(out);
+}
+
+static void request_selector_rejections(void **state)
+{
+	struct raw *r = calloc(1, sizeof(*r));
+	struct proto_request *out = new_request(0);
+	struct proto_verdict why;
+	char big[PROTO_MAX_PATTERN + 1];
+	(void)state;
+
+	assert_non_null(r);
+	memset(big, 'p', sizeof(big));
+	raw_select(r, PROTO_SEL_ALL, 0);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
+
+	raw_select(r, 0x80, 0);                     /* unknown field */
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_int_equal(why.code, BTG_ERR_PROTO);
+	assert_non_null(strstr(why.text, "selector fields 0x80"));
+	raw_select(r, PROTO_SEL_ALL, 3);            /* uid without its field */
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "uid"));
+	raw_select(r, PROTO_SEL_ALL, 0);            /* reserved byte */
+	r->b[13] = 1;
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
+	raw_select(r, PROTO_SEL_EXE, 0);            /* exe announced, missing */
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "exe"));
+	raw_select(r, PROTO_SEL_MAPS, 0);           /* empty pattern */
+	raw_str(r, "", 0);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "maps pattern is empty"));
+	raw_select(r, PROTO_SEL_CMDLINE, 0);        /* NUL inside */
+	raw_str(r, "a\0b", 3);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
+	raw_select(r, PROTO_SEL_CGROUP, 0);         /* cut short */
+	raw_u16(r, 5);
+	raw_u8(r, '/');
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG);
+	raw_select(r, PROTO_SEL_CGROUP, 0);         /* over the limit */
+	raw_str(r, big, PROTO_MAX_PATTERN + 1);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EMSGSIZE);
+	assert_int_equal(why.code, BTG_ERR_LIMIT);
+	raw_select(r, PROTO_SEL_CGROUP, 0);         /* at the limit */
+	raw_str(r, big, PROTO_MAX_PATTERN);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
+	assert_int_equal(strlen(out->sel.cgroup), PROTO_MAX_PATTERN);
+	raw_select(r, PROTO_SEL_ALL, 0);            /* trailing byte */
+	raw_u8(r, 0);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "left over"));
+
+	/* PIDs and selectors together. */
+	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, 1, 5);
+	r->b[16] = PROTO_SEL_ALL;
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "both"));
+	/* Neither. */
+	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, 0, 5);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_non_null(strstr(why.text, "no PID"));
+	/* The verdict names the limit it hit. */
+	raw_request(r, PROTO_ACTION_GUARD, 0, 0, 0, PROTO_MAX_PIDS + 1, 5);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EMSGSIZE);
+	assert_int_equal(why.code, BTG_ERR_LIMIT);
+	assert_non_null(strstr(why.text, "4097 PIDs"));
 	free(r);
 	free(out);
 }
@@ -361,6 +552,8 @@ static void result_layout(void **state)
 	res->nsites = 1;
 	res->pause_us = 7;
 	res->check_us = 3;
+	res->uid = 1000;
+	res->risk = PROTO_RISK_NONE;
 	strcpy(res->message, "hi");
 	res->sites[0].address = 0x00007f1122334455ull;
 	res->sites[0].state = PROTO_SITE_GUARDED;
@@ -368,14 +561,14 @@ static void result_layout(void **state)
 
 	/* Payload first (raw_result_head starts from zero), then the header in front. */
 	raw_result_head(want, PROTO_PROC_GUARDED, PROTO_RESULT_WROTE, 1);
-	raw_str(want, "hi", 2);
+	raw_msg(want, "hi", 2);
 	raw_site(want, 0x00007f1122334455ull, PROTO_SITE_GUARDED, 0, "/lib/libc.so.6", 14);
 	memmove(want->b + PROTO_HEADER_SIZE, want->b, want->n);
 	{
 		size_t plen = want->n;
 		want->n = 0;
 		raw_u32(want, PROTO_MAGIC);
-		raw_u16(want, 1);
+		raw_u16(want, PROTO_VERSION);
 		raw_u16(want, PROTO_KIND_RESULT);
 		raw_u32(want, (uint32_t)plen);
 		want->n += plen;
@@ -391,13 +584,13 @@ static void result_round_trip_at_limits(void **state)
 	struct proto_result *res = full_result(), *out = calloc(1, sizeof(*out));
 	uint8_t *buf = new_buf();
 	struct proto_header h;
-	size_t need = PROTO_HEADER_SIZE + 22 + PROTO_MAX_MESSAGE +
-		      PROTO_MAX_SITES * (12 + PROTO_MAX_OBJECT);
+	size_t need = PROTO_HEADER_SIZE + 28 + PROTO_MAX_MESSAGE + 2 + PROTO_MAX_COMMAND + 2 +
+		      PROTO_MAX_MESSAGE + PROTO_MAX_SITES * (12 + PROTO_MAX_OBJECT);
 	(void)state;
 
 	assert_non_null(out);
 	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), need);
-	assert_int_equal(proto_decode_header(buf, need, &h), 0);
+	assert_int_equal(proto_decode_header(buf, need, &h, NULL), 0);
 	assert_int_equal(h.kind, PROTO_KIND_RESULT);
 	assert_int_equal(h.length, need - PROTO_HEADER_SIZE);
 	assert_int_equal(proto_decode_result(buf + PROTO_HEADER_SIZE, h.length, out), 0);
@@ -411,8 +604,8 @@ static void result_round_trip_at_limits(void **state)
 	res->action = PROTO_ACTION_STATUS;
 	res->state = PROTO_PROC_UNKNOWN;
 	res->error = ESRCH;
-	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), PROTO_HEADER_SIZE + 22);
-	assert_int_equal(proto_decode_result(buf + PROTO_HEADER_SIZE, 22, out), 0);
+	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), PROTO_HEADER_SIZE + 32);
+	assert_int_equal(proto_decode_result(buf + PROTO_HEADER_SIZE, 32, out), 0);
 	assert_result_equal(out, res);
 	free(buf);
 	free(res);
@@ -429,10 +622,13 @@ static void result_strings_over_limit_are_truncated(void **state)
 	/* The struct holds limit+1 bytes; make both strings run to the end
 	 * without a NUL, which strnlen must stop at. */
 	memset(res->message, 'x', sizeof(res->message));
+	memset(res->command, 'x', sizeof(res->command));
+	memset(res->reason, 'x', sizeof(res->reason));
 	res->nsites = 1;
 	memset(res->sites[0].object, 'y', sizeof(res->sites[0].object));
 	n = proto_encode_result(res, buf, BUF_CAP);
-	assert_int_equal(n, PROTO_HEADER_SIZE + 22 + PROTO_MAX_MESSAGE + 12 + PROTO_MAX_OBJECT);
+	assert_int_equal(n, PROTO_HEADER_SIZE + 28 + PROTO_MAX_MESSAGE + 2 + PROTO_MAX_COMMAND + 2 +
+			    PROTO_MAX_MESSAGE + 12 + PROTO_MAX_OBJECT);
 	assert_int_equal(proto_decode_result(buf + PROTO_HEADER_SIZE, (size_t)n - PROTO_HEADER_SIZE, out), 0);
 	assert_int_equal(strlen(out->message), PROTO_MAX_MESSAGE);
 	assert_int_equal(strlen(out->sites[0].object), PROTO_MAX_OBJECT);
@@ -496,7 +692,7 @@ static void result_decoder_rejections(void **state)
 
 	/* Baseline accepted. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-	raw_str(r, "msg", 3);
+	raw_msg(r, "msg", 3);
 	raw_site(r, 1, PROTO_SITE_GUARDED, 0, "/x", 2);
 	assert_int_equal(proto_decode_result(r->b, r->n, out), 0);
 	assert_string_equal(out->sites[0].object, "/x");
@@ -509,72 +705,72 @@ static void result_decoder_rejections(void **state)
 
 	/* nsites over the limit, with that many sites actually present. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, PROTO_MAX_SITES + 1);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	for (unsigned i = 0; i < PROTO_MAX_SITES + 1; i++)
 		raw_site(r, i, PROTO_SITE_ORIGINAL, 0, "/o", 2);
 	REJECT();
 
 	/* nsites claims more sites than were sent. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 2);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	raw_site(r, 1, PROTO_SITE_ORIGINAL, 0, "/o", 2);
 	REJECT();
 
 	/* Unknown process state, site state, result flag; site reserved byte. */
 	raw_result_head(r, PROTO_PROC_UNKNOWN + 1, 0, 0);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	REJECT();
 	raw_result_head(r, 0xff, 0, 0);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	REJECT();
 	for (unsigned st = 0; st < 256; st++) {
 		if (st >= PROTO_SITE_ORIGINAL && st <= PROTO_SITE_FOREIGN)
 			continue;
 		raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-		raw_str(r, "", 0);
+		raw_msg(r, "", 0);
 		raw_site(r, 1, (uint8_t)st, 0, "/o", 2);
 		REJECT();
 	}
 	raw_result_head(r, PROTO_PROC_GUARDED, 0x02, 0);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-	raw_str(r, "", 0);
-	raw_site(r, 1, PROTO_SITE_ORIGINAL, 1, "/o", 2);
+	raw_msg(r, "", 0);
+	raw_site(r, 1, PROTO_SITE_ORIGINAL, 2, "/o", 2);   /* unknown site flag */
 	REJECT();
 
 	/* Unknown action; non-positive pid. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 0);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	r->b[8] = 0;
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 0);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	r->b[0] = 0;
 	REJECT();
 
 	/* Embedded NUL in the message and in an object path. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 0);
-	raw_str(r, "a\0b", 3);
+	raw_msg(r, "a\0b", 3);
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	raw_site(r, 1, PROTO_SITE_ORIGINAL, 0, "/lib\0x", 6);
 	REJECT();
 
 	/* Strings at the limit pass, one byte over does not. */
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-	raw_str(r, big, PROTO_MAX_MESSAGE);
+	raw_msg(r, big, PROTO_MAX_MESSAGE);
 	raw_site(r, 1, PROTO_SITE_ORIGINAL, 0, big, PROTO_MAX_OBJECT);
 	assert_int_equal(proto_decode_result(r->b, r->n, out), 0);
 	assert_int_equal(strlen(out->message), PROTO_MAX_MESSAGE);
 	assert_int_equal(strlen(out->sites[0].object), PROTO_MAX_OBJECT);
 	out->pid = -77;
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 0);
-	raw_str(r, big, PROTO_MAX_MESSAGE + 1);
+	raw_msg(r, big, PROTO_MAX_MESSAGE + 1);
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
-	raw_str(r, "", 0);
+	raw_msg(r, "", 0);
 	raw_site(r, 1, PROTO_SITE_ORIGINAL, 0, big, PROTO_MAX_OBJECT + 1);
 	REJECT();
 
@@ -608,7 +804,7 @@ static void done_and_error_round_trip(void **state)
 
 	n = proto_encode_error(BTG_ERR_LIMIT, "too \"many\" PIDs", buf, sizeof(buf));
 	assert_int_equal(n, PROTO_HEADER_SIZE + 6 + 15);
-	assert_int_equal(proto_decode_header(buf, (size_t)n, &h), 0);
+	assert_int_equal(proto_decode_header(buf, (size_t)n, &h, NULL), 0);
 	assert_int_equal(h.kind, PROTO_KIND_ERROR);
 	assert_int_equal(proto_decode_error(buf + PROTO_HEADER_SIZE, h.length, &code, msg, sizeof(msg)), 0);
 	assert_int_equal(code, BTG_ERR_LIMIT);
@@ -704,7 +900,7 @@ static void check_all_prefixes(const uint8_t *msg, size_t total, unsigned kind)
 		assert_non_null(copy);
 		memcpy(copy, payload, len);
 		switch (kind) {
-		case PROTO_KIND_REQUEST: r = proto_decode_request(copy, len, req); break;
+		case PROTO_KIND_REQUEST: r = proto_decode_request(copy, len, req, NULL); break;
 		case PROTO_KIND_RESULT:  r = proto_decode_result(copy, len, res); break;
 		case PROTO_KIND_DONE:    r = proto_decode_done(copy, len, &u); break;
 		case PROTO_KIND_ERROR:   r = proto_decode_error(copy, len, &u, text, sizeof(text)); break;
@@ -720,7 +916,7 @@ static void check_all_prefixes(const uint8_t *msg, size_t total, unsigned kind)
 		uint8_t *copy = malloc(len ? len : 1);
 		assert_non_null(copy);
 		memcpy(copy, msg, len);
-		assert_int_equal(proto_decode_header(copy, len, &h), -EBADMSG);
+		assert_int_equal(proto_decode_header(copy, len, &h, NULL), -EBADMSG);
 		free(copy);
 	}
 	free(req);
@@ -888,6 +1084,8 @@ int main(void)
 		cmocka_unit_test(request_max_size),
 		cmocka_unit_test(request_encoder_refuses_invalid),
 		cmocka_unit_test(request_decoder_rejections),
+		cmocka_unit_test(request_selectors_layout_and_round_trip),
+		cmocka_unit_test(request_selector_rejections),
 		cmocka_unit_test(result_layout),
 		cmocka_unit_test(result_round_trip_at_limits),
 		cmocka_unit_test(result_strings_over_limit_are_truncated),

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Reading a process's selection facts (facts.h).  Paths under /proc are
+ * procfs.c's; this file only decides which facts to read and shapes them
+ * for select.c.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "facts.h"
+#include "procfs.h"
+
+/* A command line or a cgroup file is small; an environment may not be. */
+#define SMALL_MAX (64u * 1024u)
+
+unsigned facts_needed(const struct select_rule *r, bool at_risk)
+{
+	unsigned need = FACTS_UID;   /* always: zombies and kernel threads are skipped on it */
+
+	if (r->exe)
+		need |= FACTS_EXE;
+	if (r->cmdline)
+		need |= FACTS_CMDLINE;
+	if (r->cgroup)
+		need |= FACTS_CGROUP;
+	if (r->maps || at_risk)
+		need |= FACTS_OBJECTS;
+	return need;
+}
+
+static int read_cmdline(pid_t pid, struct facts *f)
+{
+	char *buf;
+	size_t len;
+	int r = procfs_read_pid_file(pid, "cmdline", SMALL_MAX, &buf, &len);
+
+	if (r == -ESRCH)
+		return r;
+	if (r < 0)
+		return 0;   /* too long or unreadable: matches no pattern */
+	procfs_cmdline_to_line(buf, len, f->cmdline, sizeof(f->cmdline));
+	free(buf);
+	return 0;
+}
+
+static int read_cgroups(pid_t pid, struct facts *f)
+{
+	size_t len, n = 0;
+	char *buf;
+	int r = procfs_read_pid_file(pid, "cgroup", SMALL_MAX, &buf, &len);
+
+	if (r < 0)
+		return r == -ESRCH ? r : 0;
+	r = select_parse_cgroup_buf(buf, len, f->cgroup_buf, sizeof(f->cgroup_buf), f->cgroups,
+				    FACTS_MAX_CGROUPS, &n);
+	free(buf);
+	f->p.cgroups = f->cgroups;
+	f->p.ncgroups = r == 0 ? n : 0;
+	return 0;
+}
+
+/* The distinct files the process maps, in map order. */
+static int read_objects(pid_t pid, struct facts *f)
+{
+	struct procfs_mapping *maps = NULL;
+	size_t nmaps = 0, n = 0, used = 0, total = 0;
+	int r = procfs_read_maps(pid, &maps, &nmaps);
+
+	if (r < 0)
+		return procfs_gone(r) ? -ESRCH : 0;
+	for (size_t i = 0; i < nmaps; i++)
+		total += strlen(maps[i].path) + 1;
+	f->objects_buf = malloc(total ? total : 1);
+	f->objects = malloc((nmaps ? nmaps : 1) * sizeof(*f->objects));
+	if (!f->objects_buf || !f->objects) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nmaps; i++) {
+		const char *path = maps[i].path;
+		size_t len = strlen(path);
+
+		if (path[0] != '/' || (n > 0 && !strcmp(f->objects[n - 1], path)))
+			continue;
+		memcpy(f->objects_buf + used, path, len + 1);
+		f->objects[n++] = f->objects_buf + used;
+		used += len + 1;
+	}
+	f->p.objects = f->objects;
+	f->p.nobjects = n;
+	f->objects_read = true;
+	r = 0;
+out:
+	free(maps);
+	return r;
+}
+
+int facts_read(pid_t pid, unsigned need, struct facts *f)
+{
+	struct procfs_status st;
+	char path[64];
+	ssize_t n;
+	int r;
+
+	memset(f, 0, offsetof(struct facts, exe));
+	f->exe[0] = f->cmdline[0] = '\0';
+	f->objects_buf = NULL;
+	f->objects = NULL;
+	f->p.pid = pid;
+	f->p.exe = f->exe;
+	f->p.cmdline = f->cmdline;
+	if (need & FACTS_UID) {
+		r = procfs_read_status(pid, &st);
+		if (r < 0)
+			return procfs_gone(r) ? -ESRCH : r;
+		f->p.uid = st.uid[0];
+		f->state = st.state;
+	}
+	if (need & FACTS_EXE) {
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+		n = readlink(path, f->exe, sizeof(f->exe) - 1);
+		f->exe[n > 0 ? n : 0] = '\0';
+		/* A replaced executable reads "/usr/bin/x (deleted)": match its path. */
+		if (n > 10 && !strcmp(f->exe + n - 10, " (deleted)"))
+			f->exe[n - 10] = '\0';
+	}
+	if ((need & FACTS_CMDLINE) && (r = read_cmdline(pid, f)) < 0)
+		return r;
+	if ((need & FACTS_CGROUP) && (r = read_cgroups(pid, f)) < 0)
+		return r;
+	if ((need & FACTS_OBJECTS) && (r = read_objects(pid, f)) < 0)
+		return r;
+	return 0;
+}
+
+void facts_free(struct facts *f)
+{
+	free(f->objects_buf);
+	free(f->objects);
+	f->objects_buf = NULL;
+	f->objects = NULL;
+}
