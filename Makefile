@@ -106,9 +106,11 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 # daemon is what we test) with symbols so failures can be debugged.
 VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread -rdynamic
 # nolibc has no C library at all (state "none"); libbtpre is a shared object
-# exporting a second backtrace() for LD_PRELOAD (state "partial").
+# exporting a second backtrace() for LD_PRELOAD (state "partial"); libempty
+# one without, copied under torch's and greenlet's names for the risk tests.
 VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
+VICTIM_CFLAGS_libempty := -shared -fPIC
 VICTIM_CFLAGS_bt_static := -static
 VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
 $(BUILD)/victims/%: tests/victims/%.c

@@ -111,6 +111,8 @@ struct action_expansion {
 	unsigned need;             /* FACTS_* the rule reads */
 	pid_t *all;
 	size_t nall, next_all;
+	/* A --tree relist: descend again from t[relist_next..relist_end). */
+	size_t relist_next, relist_end;
 	struct pidns_view view;
 	struct pidns_scan *scan;   /* another PID namespace: until complete */
 	int32_t *pids;             /* as named */
@@ -320,7 +322,8 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	int32_t theirs = pid;
 	int pidfd = -1, r;
 
-	if (pid == getpid())
+	/* Never the daemon, nor the client asking (its command line often matches). */
+	if (pid == getpid() || pid == x->caller.pid)
 		return 0;
 	if (!x->view.same && pidns_to_caller(&x->view, pid, &theirs) < 0)
 		return 0;
@@ -410,6 +413,43 @@ out_free:
 	return r;
 }
 
+int action_expand_relist(const struct auth_caller *caller, struct action_target *t, size_t n,
+			 size_t from, struct action_expansion **ret)
+{
+	struct action_expansion *x = calloc(1, sizeof(*x));
+
+	if (!x) {
+		action_targets_free(t, n);
+		return -ENOMEM;
+	}
+	x->caller = *caller;
+	x->tree = true;
+	x->max = PROTO_MAX_SELECTED;
+	x->t = t;
+	x->n = x->cap = n;
+	x->relist_next = from;
+	x->relist_end = n;
+	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	x->hidden = caller->uid != 0 && auth_caller_hides_pids(caller->pid);
+	if (!x->have_view)
+		x->relist_next = x->relist_end;   /* the caller is gone: nothing more */
+	*ret = x;
+	return 0;
+}
+
+/* A target that ran: descend into its children if it is still that process. */
+static void relist_one(struct action_expansion *x, struct action_target *t)
+{
+	struct procfs_stat st;
+
+	if (t->err || t->ours <= 0 || t->pidfd >= 0)
+		return;
+	/* action_run() recorded its start time: the PID must still name it. */
+	if (procfs_read_stat(t->ours, &st) < 0 || st.starttime != t->start)
+		return;
+	descend(x, t);
+}
+
 static uint64_t mono_us(void)
 {
 	struct timespec ts;
@@ -441,6 +481,8 @@ int action_expand_step(struct action_expansion *x)
 			}
 		} else if (x->next_pid < x->npids) {
 			add_named(x, x->pids[x->next_pid++]);
+		} else if (x->relist_next < x->relist_end) {
+			relist_one(x, &x->t[x->relist_next++]);
 		} else if (x->next_all < x->nall) {
 			int r = add_selected(x, x->all[x->next_all++]);
 
@@ -643,6 +685,7 @@ void action_run(const struct auth_caller *caller, unsigned action,
 		pid_t via;
 
 		r = patch_run(caller, want->ours, &pin, action, deadline_ms, res);
+		want->start = pin.starttime;   /* for a --tree relist (action_expand_relist) */
 		/* Authorized: the report may say what the process is.  If it has
 		 * gone meanwhile, the pin says so and nothing is reported. */
 		if (procfs_live_task(want->ours, &via) == 0 && still_pinned(want)) {

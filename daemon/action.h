@@ -30,7 +30,7 @@ struct action_target {
 	pid_t    ours;       /* in the daemon's PID namespace; 0 when none */
 	int      pidfd;      /* the pin, -1 when none */
 	int      err;        /* 0, or the answer decided at arrival */
-	uint64_t start;      /* start time, only when pidfds are unavailable */
+	uint64_t start;      /* start time: the pin without pidfds, and after the target's turn */
 	bool     thread;     /* err: the PID is a thread, not a process */
 	bool     hidden;     /* the caller's /proc hides what it may not act on */
 };
@@ -54,6 +54,20 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
  */
 #define ACTION_STEP_US 2000u
 int action_expand_step(struct action_expansion *x);
+
+/*
+ * --tree, once targets t[from..n) have run: their children are listed again
+ * (a child forked while its parent was being patched may hold the old
+ * bytes; one forked after inherits the new).  Takes t over: the expansion
+ * that comes back lists t[0..n) first, then the new descendants, and
+ * action_expand_end() hands all of them back.  A target whose process has
+ * since exited, or whose PID names another process now, is not descended
+ * into.  At most ACTION_TREE_RELISTS rounds per request: a fork bomb must
+ * not keep a request alive for ever.
+ */
+#define ACTION_TREE_RELISTS 8u
+int action_expand_relist(const struct auth_caller *caller, struct action_target *t, size_t n,
+			 size_t from, struct action_expansion **ret);
 
 /* Hands the finished targets over (*ret malloc'ed, may be NULL when none) and frees x. */
 void action_expand_end(struct action_expansion *x, struct action_target **ret, size_t *ret_n);

@@ -318,7 +318,7 @@ static void conn_reject(struct server *srv, struct conn *c, uint32_t code, const
 
 static void finish_request(struct server *srv, struct conn *c)
 {
-	uint32_t count = (uint32_t)c->ntargets;
+	uint32_t count = (uint32_t)c->next_target;   /* every target up to here was answered */
 
 	action_targets_free(c->targets, c->ntargets);
 	c->targets = NULL;
@@ -337,6 +337,11 @@ static void expand_failed(struct server *srv, struct conn *c, int r)
 		r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
 	action_expand_free(c->expanding);
 	c->expanding = NULL;
+	if (c->next_target > 0) {
+		/* A --tree relist: the results sent stand; DONE ends them. */
+		finish_request(srv, c);
+		return;
+	}
 	c->busy = false;
 	c->last_activity = now_ms();
 	conn_send_encoded(srv, c,
@@ -364,7 +369,7 @@ static void expand_step(struct server *srv, struct conn *c)
 		action_expand_end(c->expanding, &c->targets, &c->ntargets);
 		c->expanding = NULL;
 		log_msg(LOG_DEBUG, "client pid=%d: %zu target(s)", (int)c->caller.pid, c->ntargets);
-		if (c->ntargets == 0) {
+		if (c->next_target >= c->ntargets) {   /* none, or a relist found no new child */
 			finish_request(srv, c);
 			return;
 		}
@@ -390,6 +395,9 @@ static void take_request(struct server *srv, struct conn *c)
 		return;
 	}
 	c->busy = true;
+	c->tree = (srv->req->flags & PROTO_FLAG_TREE) && srv->req->action != PROTO_ACTION_STATUS;
+	c->relists = 0;
+	c->relist_from = 0;
 	c->action = srv->req->action;
 	c->deadline_ms = srv->req->deadline_ms ? srv->req->deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
 	c->next_target = c->ntargets = 0;
@@ -516,6 +524,31 @@ void conn_event(struct server *srv, struct conn *c, uint32_t events)
 
 /* ------------------------------------------------------------- work -- */
 
+/*
+ * --tree after guard or unguard: every target has run, so list the
+ * children of those that ran since the last round again, as a new
+ * expansion that keeps the targets so far.  True when one was started.
+ */
+static bool relist(struct conn *c)
+{
+	size_t from = c->relist_from;
+	int r;
+
+	if (!c->tree || c->relists >= ACTION_TREE_RELISTS || from >= c->ntargets)
+		return false;
+	r = action_expand_relist(&c->caller, c->targets, c->ntargets, from, &c->expanding);
+	c->targets = NULL;   /* the expansion holds them now, or freed them */
+	c->relists++;
+	c->relist_from = c->ntargets;
+	if (r < 0) {
+		c->ntargets = 0;
+		c->expanding = NULL;
+		log_msg(LOG_ERR, "cannot list children again: %s", strerror(-r));
+		return false;
+	}
+	return true;
+}
+
 void conn_run_one_target(struct server *srv)
 {
 	struct conn *c = work_pop(srv);
@@ -530,9 +563,9 @@ void conn_run_one_target(struct server *srv)
 	conn_send_encoded(srv, c, proto_encode_result(srv->res, srv->msg, MSG_BUF_SIZE), "RESULT");
 	if (c->fd < 0)
 		return;
-	if (c->next_target == c->ntargets)
+	if (c->next_target == c->ntargets && !relist(c))
 		finish_request(srv, c);
-	else
+	else if (c->fd >= 0)
 		work_enqueue(srv, c);
 	if (c->fd >= 0)
 		conn_update_events(srv, c);
@@ -543,7 +576,12 @@ size_t conn_answer_shutdown(struct server *srv, struct conn *c)
 	size_t n = 0;
 
 	work_remove(srv, c);
-	if (c->expanding) {
+	if (c->expanding && c->next_target > 0) {
+		/* A --tree relist: what ran was answered; the rest is not started. */
+		action_expand_free(c->expanding);
+		c->expanding = NULL;
+		finish_request(srv, c);
+	} else if (c->expanding) {
 		/* Not one target listed yet: the request as a whole is refused. */
 		action_expand_free(c->expanding);
 		c->expanding = NULL;

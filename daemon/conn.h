@@ -53,6 +53,9 @@ struct conn {
 	 * still to run, one per turn.
 	 */
 	bool busy;
+	bool tree;                 /* --tree: children are listed again after their turn */
+	unsigned relists;          /* rounds of that so far */
+	size_t relist_from;        /* targets[relist_from..] ran since the last round */
 	unsigned action;
 	uint32_t deadline_ms;
 	struct action_expansion *expanding;

@@ -168,11 +168,9 @@ enum select_risk select_risk(const char *const *objects, size_t nobjects, const 
 		else if (!coroutine && is_stack_switcher(objects[i]))
 			coroutine = objects[i];
 	}
-	if (!torch || !coroutine)
-		return SELECT_RISK_NONE;
 	if (ret_torch)
 		*ret_torch = torch;
 	if (ret_coroutine)
 		*ret_coroutine = coroutine;
-	return SELECT_RISK_AT_RISK;
+	return torch && coroutine ? SELECT_RISK_AT_RISK : SELECT_RISK_NONE;
 }

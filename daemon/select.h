@@ -66,9 +66,10 @@ enum select_risk {
  * The at-risk predicate over mapped objects: torch's libc10 (whose
  * c10::Error constructor calls backtrace()) together with a library that
  * runs code on copied C stack slices (greenlet's extension, which gevent,
- * eventlet and nnsight use; gevent's own compiled greenlet).  When at
- * risk, *ret_torch and *ret_coroutine point at the two objects' paths
- * (entries of objects); either pointer may be NULL.
+ * eventlet and nnsight use; gevent's own compiled greenlet).
+ * *ret_torch and *ret_coroutine point at the first such object's path
+ * (an entry of objects), or NULL when there is none, so a caller can say
+ * which half is missing; either pointer may be NULL.
  */
 enum select_risk select_risk(const char *const *objects, size_t nobjects, const char **ret_torch,
 			     const char **ret_coroutine);

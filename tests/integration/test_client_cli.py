@@ -620,3 +620,138 @@ def test_timeout_after_partial_reply_keeps_what_came(fake):
     assert p.returncode == 1
     assert lines(p) == ["1: guarded (0 sites), already guarded, nothing written"]
     assert "1 result received" in p.stderr.decode()
+
+
+# ---------------------------------------------------------- selectors --
+
+def test_selectors_travel_in_the_request(fake):
+    d = fake(reply(done(0)))
+    p = run(["status", "--all", "--user", "0", "--exe", "python3*", "--cmdline", "* -m x *",
+             "--cgroup", "/system.slice/a.service", "--maps", "*libc10.so", "--at-risk"],
+            sock=d.path)
+    assert p.returncode == 0, p.stderr
+    (req,) = d.requests
+    assert req.pids == [] and req.action == STATUS
+    assert req.select == SEL_ALL | SEL_UID | SEL_EXE | SEL_CMDLINE | SEL_CGROUP | SEL_MAPS | \
+        SEL_AT_RISK
+    assert req.uid == 0
+    assert req.patterns == {"exe": "python3*", "cmdline": "* -m x *",
+                            "cgroup": "/system.slice/a.service", "maps": "*libc10.so"}
+    # The summary of nothing, and no table header for no rows.
+    assert lines(p) == ["0 processes: 0 guarded, 0 partial, 0 unguarded, 0 at risk"]
+
+
+def test_user_name_is_resolved_by_the_client(fake):
+    d = fake(reply(done(0)))
+    assert run(["guard", "--user", "root"], sock=d.path).returncode == 0
+    assert d.requests[0].select == SEL_UID and d.requests[0].uid == 0
+
+
+def report_result(pid, state, risk, **kw):
+    return result(pid, action=STATUS, state=state, risk=risk, uid=0, command=f"python3 w{pid}.py",
+                  sites=[(0x7f00, SITE_GUARDED if state == GUARDED else SITE_ORIGINAL, LIBC,
+                          SITE_BOUND)], **kw)
+
+
+def test_table_summary_and_exit_4_when_at_risk(fake):
+    d = fake(reply(
+        report_result(10, GUARDED, RISK_COVERED),
+        report_result(11, UNGUARDED, RISK_AT_RISK),
+        report_result(12, UNGUARDED, RISK_NONE),
+        result(13, action=STATUS, error=4105, state=UNKNOWN),   # gone before its turn
+        done(4)))
+    p = run(["status", "--all"], sock=d.path)
+    assert p.returncode == 4, p.stderr
+    out = lines(p)
+    assert out[0].split() == ["PID", "USER", "STATE", "RISK", "COMMAND"]
+    assert out[1].split() == ["10", "root", "guarded", "covered", "python3", "w10.py"]
+    assert out[2].split() == ["11", "root", "unguarded", "AT-RISK", "python3", "w11.py"]
+    assert out[3].split() == ["12", "root", "unguarded", "-", "python3", "w12.py"]
+    assert out[4] == "3 processes: 1 guarded, 0 partial, 2 unguarded, 1 at risk, " \
+                     "1 exited meanwhile"
+    assert len(out) == 5
+
+
+def test_prometheus_counts(fake):
+    d = fake(reply(
+        report_result(10, GUARDED, RISK_COVERED),
+        report_result(11, UNGUARDED, RISK_AT_RISK, warnings=1),
+        report_result(12, PARTIAL, RISK_COVERED),
+        result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN),
+        done(4)))
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    assert p.returncode == 4
+    metrics = {}
+    for line in lines(p):
+        if not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            metrics[name] = int(value)
+    assert metrics == {
+        'btguard_processes{state="guarded"}': 1, 'btguard_processes{state="partial"}': 1,
+        'btguard_processes{state="unguarded"}': 1, 'btguard_processes{state="foreign"}': 0,
+        'btguard_processes{state="none"}': 0, "btguard_processes_at_risk": 1,
+        "btguard_processes_covered": 2, "btguard_processes_warned": 1,
+        "btguard_status_errors": 1}
+
+
+def test_failure_without_risk_exits_1_and_risk_wins(fake):
+    d = fake(reply(report_result(10, UNGUARDED, RISK_NONE),
+                   result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN), done(2)))
+    assert run(["status", "--all"], sock=d.path).returncode == 1
+    d = fake(reply(report_result(11, UNGUARDED, RISK_AT_RISK),
+                   result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN), done(2)),
+             name="d2.sock")
+    assert run(["status", "--all"], sock=d.path).returncode == 4
+
+
+def test_warnings_are_shown(fake):
+    d = fake(reply(report_result(11, UNGUARDED, RISK_AT_RISK, warnings=0x07), done(1)))
+    p = run(["--json", "status", "11"], sock=d.path)
+    (o,) = json_lines(p)
+    assert [w["name"] for w in o["warnings"]] == [
+        "torch-cpp-stacktraces", "torch-distributed-debug", "other-mount-namespace"]
+    assert o["sites"][0]["bound"] is True and o["user"] == "root" and o["uid"] == 0
+    p = run(["status", "11"], sock=d.path)
+    assert sum("warning:" in line for line in lines(p)) == 3, lines(p)
+
+
+def fake_systemctl(tmp_path, output, status=0):
+    """A systemctl on PATH that prints output; records its arguments."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "systemctl"
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/args\n"
+                      f"printf '%s' '{output}'\nexit {status}\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+def run_env(args, sock, env):
+    full = {k: v for k, v in os.environ.items() if k != "BTGUARD_SOCKET"}
+    full.update(env)
+    return subprocess.run([str(BTGUARDCTL), "--socket", str(sock)] + args,
+                          capture_output=True, timeout=RUN_TIMEOUT, env=full)
+
+
+def test_unit_is_resolved_to_its_cgroup(fake, tmp_path):
+    d = fake(reply(done(0)))
+    env = fake_systemctl(tmp_path, "/system.slice/train.service\n")
+    p = run_env(["guard", "--unit", "train.service"], d.path, env)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "args").read_text().split() == [
+        "show", "--property=ControlGroup", "--value", "--", "train.service"]
+    assert d.requests[0].select == SEL_CGROUP
+    assert d.requests[0].patterns == {"cgroup": "/system.slice/train.service"}
+
+
+def test_unit_without_cgroup_fails_before_sending(fake, tmp_path):
+    d = fake(reply(done(0)))
+    p = run_env(["guard", "--unit", "stopped.service"], d.path, fake_systemctl(tmp_path, ""))
+    assert p.returncode == 1
+    assert b"has no control group" in p.stderr
+    p = run_env(["guard", "--unit", "x.service"], d.path, fake_systemctl(tmp_path, "", 1))
+    assert p.returncode == 1
+    assert b"systemctl failed" in p.stderr
+    assert d.requests == []
+    p = run(["guard", "--unit", "a.service", "--cgroup", "/a"], sock=d.path)
+    assert p.returncode == 2 and b"give one" in p.stderr

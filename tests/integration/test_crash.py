@@ -131,10 +131,15 @@ def assert_sigsegv(rc, out, err, what):
         f"{what}: wanted death by SIGSEGV, got status {rc}\nstdout: {out}\nstderr: {err}"
 
 
-def guard(daemon, pid):
-    """Guards PID through btguardctl; checks the reply and the status after."""
-    before = daemon.ctl("status", pid, check=0).results
+def guard(daemon, pid, at_risk=False):
+    """Guards PID through btguardctl; checks the reply and the status after.
+
+    at_risk: the process maps torch's c10 and greenlet, so the report must
+    call it at risk before (status exits 4) and covered after.
+    """
+    before = daemon.ctl("status", pid, check=4 if at_risk else 0).results
     assert [r["state"] for r in before] == ["unguarded"], before
+    assert before[0]["risk"] == ("at-risk" if at_risk else "none"), before
     res = daemon.ctl("guard", pid, check=0).results
     assert len(res) == 1 and res[0]["pid"] == pid, res
     assert res[0]["ok"] is True and res[0]["state"] == "guarded", res
@@ -143,6 +148,7 @@ def guard(daemon, pid):
                for s in res[0]["sites"]), res
     after = daemon.ctl("status", pid, check=0).results
     assert [r["state"] for r in after] == ["guarded"], after
+    assert after[0]["risk"] == ("covered" if at_risk else "none"), after
     wait_threads_running(pid)
     return res[0]
 
@@ -200,7 +206,7 @@ def test_torch_guarded_while_paused_survives(daemon, paused, threads):
     if threads:
         # OpenMP's pool plus OpenBLAS's: dozens of threads to stop.
         assert thread_count(v.pid) >= threads, thread_count(v.pid)
-    res = guard(daemon, v.pid)
+    res = guard(daemon, v.pid, at_risk=True)
     rc, out, err = v.release()
     assert rc == 0, f"guarded workload exited {rc} (pause {res['pause_us']} us)\n" \
                     f"stdout: {out}\nstderr: {err}"

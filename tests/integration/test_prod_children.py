@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, case 12: children.
+"""Children.
 
 A process forked after its parent was guarded inherits the patched bytes
-(fork copies the private, already written page), and `--tree` guards a
-parent with its current workers (DataLoader style), one result each.
+(fork copies the private, already written page), `--tree` guards a parent
+with its current workers (DataLoader style), one result each, and a worker
+forked while the request was under way, before its parent was patched, is
+found when the children are listed again.
 """
+
+import threading
 
 import pytest
 
@@ -104,3 +108,40 @@ def test_tree_guards_parent_and_workers(daemon, forker):
         assert_original(pid, addr, original)
         wait_threads_running(pid)
     v.assert_alive()
+
+
+def test_tree_finds_children_forked_before_the_parent_was_patched(daemon, victim, forker):
+    # The request names a slow target first (hundreds of threads to stop),
+    # so the forker's children are listed at arrival, then more are forked
+    # while the slow one is handled, before the forker's own turn: those
+    # hold the old bytes and only a second listing finds them.
+    slow = start(victim, [victim_path("idle"), 400], "idle")
+    v = forker(2)
+    stop = threading.Event()
+    sent = []
+
+    def feed():
+        while len(sent) < 400 and not stop.is_set():
+            v.proc.stdin.write(b"fork\n")
+            v.proc.stdin.flush()
+            sent.append(1)
+            stop.wait(0.002)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        r = daemon.ctl("--deadline", 10000, "--tree", "guard", slow.pid, v.pid, check=0)
+    finally:
+        stop.set()
+        feeder.join(timeout=30)
+    # Read every child's line: 2 workers and one per fork sent.
+    while len(child_lines(v.lines.seen)) < 2 + len(sent):
+        v.lines.next()
+    children = child_lines(v.lines.seen)
+    answered = {x["pid"] for x in r.results}
+    assert {slow.pid, v.pid} <= answered, r
+    late = [pid for pid in children if pid in answered and pid not in child_lines(v.before)]
+    assert late, f"no child forked during the request was answered: {r}"
+    for pid in children:
+        res = one(daemon.ctl("status", pid, check=0), pid, "status")
+        assert res["state"] == "guarded", (pid, res, "answered" if pid in answered else "missed")
