@@ -188,14 +188,17 @@ demo: check-deps
 	demo/run $(BUILD)
 
 # Benchmarks (docs/PERFORMANCE.md): pause, latency, fleet and footprint, side
-# by side with gdb.  About a minute; BENCH_ARGS=--quick for a smoke run.
+# by side with gdb; then the node-wide figures (bench/node: status --all of
+# 10,000 processes, guard by selector of 1,000).  About a minute; BENCH_ARGS=--quick for a smoke run.
 # gdb (from tests/install-deps) is only the comparison.
 bench: check-deps
 	$(MAKE) all
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
+	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/spawn bench/spawn.c
 	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/node --build $(BUILD) $(filter --quick,$(BENCH_ARGS))
 
 install: all man
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd

@@ -128,7 +128,8 @@ static int parse_perms(struct cursor *c, unsigned *ret)
 }
 
 /* One maps line, c positioned at its start, eol at its '\n' (or the end). */
-static int parse_maps_line(struct cursor *c, const char *eol, struct procfs_mapping *m)
+static int parse_maps_line(struct cursor *c, const char *eol, struct procfs_mapping *m,
+			   char **pool)
 {
 	static const char deleted[] = " (deleted)";
 	const size_t deleted_len = sizeof(deleted) - 1;
@@ -161,10 +162,12 @@ static int parse_maps_line(struct cursor *c, const char *eol, struct procfs_mapp
 		m->deleted = true;
 		path_len -= deleted_len;
 	}
-	if (path_len > sizeof(m->path) - 1)
+	if (path_len > PATH_MAX - 1)
 		return -EBADMSG;
-	memcpy(m->path, l.p, path_len);
-	m->path[path_len] = '\0';
+	memcpy(*pool, l.p, path_len);
+	(*pool)[path_len] = '\0';
+	m->path = *pool;
+	*pool += path_len + 1;
 	c->p = eol < c->end ? eol + 1 : eol;
 	return 0;
 }
@@ -174,22 +177,20 @@ int procfs_parse_maps_buf(const char *buf, size_t len,
 {
 	struct cursor c = { buf, buf + len };
 	struct procfs_mapping *maps = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0, lines = 0;
+	char *pool;
 	int r;
 
+	/* One allocation: the entries, then every path (each at most its line). */
+	for (const char *p = buf; p < buf + len; p++)
+		lines += *p == '\n';
+	lines += len > 0 && buf[len - 1] != '\n';
+	maps = malloc(lines * sizeof(*maps) + len + lines + 1);
+	if (!maps)
+		return -ENOMEM;
+	pool = (char *)(maps + lines);
 	while (!cur_eof(&c)) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			struct procfs_mapping *nm = reallocarray(maps, ncap, sizeof(*maps));
-
-			if (!nm) {
-				r = -ENOMEM;
-				goto out_free_maps;
-			}
-			maps = nm;
-			cap = ncap;
-		}
-		r = parse_maps_line(&c, line_end(&c), &maps[n]);
+		r = parse_maps_line(&c, line_end(&c), &maps[n], &pool);
 		if (r < 0)
 			goto out_free_maps;
 		n++;

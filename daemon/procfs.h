@@ -30,12 +30,14 @@ struct procfs_mapping {
 	unsigned dev_major, dev_minor;
 	uint64_t inode;           /* 0 for anonymous mappings */
 	bool     deleted;         /* path ended in " (deleted)"; stripped from path */
-	char     path[PATH_MAX];  /* "" when anonymous; "[stack]" etc. as given */
+	const char *path;         /* "" when anonymous; "[stack]" etc. as given; < PATH_MAX */
 };
 
 /*
  * Parses a whole /proc/PID/maps text.  On success *ret is a malloc'ed array
- * of *ret_n entries (caller frees).  -EBADMSG on a malformed line, -ENOMEM.
+ * of *ret_n entries (caller frees it, and the paths with it: they live in
+ * the same allocation, so a node-wide status does not touch a 4 KiB page
+ * per mapping).  -EBADMSG on a malformed line, -ENOMEM.
  * A path with embedded newlines cannot occur in maps (the kernel escapes
  * them as \012), so a line is always one mapping.
  */

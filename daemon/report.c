@@ -110,11 +110,16 @@ unsigned report_env_warnings(const char *env, size_t len, const char **ret_prelo
 /* Whether pid lives in another mount namespace than the daemon. */
 static bool other_mount_ns(pid_t pid)
 {
-	struct stat ours, theirs;
+	static struct stat ours;   /* the daemon never changes its own */
+	static bool have_ours;
+	struct stat theirs;
 	char path[64];
 
+	if (!have_ours && stat("/proc/self/ns/mnt", &ours) < 0)
+		return false;
+	have_ours = true;
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	if (stat("/proc/self/ns/mnt", &ours) < 0 || stat(path, &theirs) < 0)
+	if (stat(path, &theirs) < 0)
 		return false;
 	return ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev;
 }

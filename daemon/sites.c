@@ -38,35 +38,40 @@ static bool file_seen_before(const struct procfs_mapping *maps, size_t i)
 }
 
 /*
- * Opens path for reading only if it is a regular file.  The first open is
- * O_PATH, which never runs a device's or FIFO's open method, so a target
- * that maps something strange cannot make a root daemon touch it.  With
+ * Opens path with O_PATH, which never runs a device's or FIFO's open
+ * method, so a target that maps something strange cannot make a root
+ * daemon touch it; only a regular file is kept, its fstat() in *st.  With
  * check_inode, the file must also be the very inode the target mapped.
  */
-static int open_regular(const char *path, const struct procfs_mapping *m, bool check_inode)
+static int open_regular(const char *path, const struct procfs_mapping *m, bool check_inode,
+			struct stat *st)
 {
-	char self[64];
-	struct stat st;
-	int pfd, fd;
+	int pfd = open(path, O_PATH | O_CLOEXEC);
 
-	pfd = open(path, O_PATH | O_CLOEXEC);
 	if (pfd < 0)
 		return -errno;
-	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (check_inode && (st.st_ino != m->inode || major(st.st_dev) != m->dev_major ||
-			     minor(st.st_dev) != m->dev_minor))) {
+	if (fstat(pfd, st) < 0 || !S_ISREG(st->st_mode) ||
+	    (check_inode && (st->st_ino != m->inode || major(st->st_dev) != m->dev_major ||
+			     minor(st->st_dev) != m->dev_minor))) {
 		close(pfd);
 		return -ESTALE;
 	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-	fd = open(self, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fd = -errno;
-	close(pfd);
-	return fd;
+	return pfd;
 }
 
-static int open_object(pid_t pid, const struct procfs_mapping *m)
+/* The regular file an O_PATH descriptor names, opened for reading. */
+static int reopen_for_reading(int pfd)
+{
+	char self[64];
+	int fd;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* An O_PATH descriptor for the object behind mapping m, and its fstat(). */
+static int open_object(pid_t pid, const struct procfs_mapping *m, struct stat *st)
 {
 	char path[PATH_MAX + 64];
 	int fd;
@@ -75,7 +80,7 @@ static int open_object(pid_t pid, const struct procfs_mapping *m)
 	 * replaced, or in another mount namespace, it is the right inode. */
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open_regular(path, m, false);
+	fd = open_regular(path, m, false, st);
 	if (fd >= 0 || fd == -ESTALE)
 		return fd;
 	if (m->deleted || m->path[0] != '/')
@@ -83,7 +88,7 @@ static int open_object(pid_t pid, const struct procfs_mapping *m)
 	/* map_files needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE; the path
 	 * through the target's root is next best if it still names our inode. */
 	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-	return open_regular(path, m, true);
+	return open_regular(path, m, true, st);
 }
 
 static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
@@ -198,22 +203,22 @@ static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmap
 {
 	struct objcache_defs defs;
 	struct stat st;
-	int fd, r = 0;
+	int pfd, fd, r = 0;
 
-	fd = open_object(pid, &maps[first]);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+	pfd = open_object(pid, &maps[first], &st);
+	if (pfd < 0)
+		return pfd;
+	/* The cache is keyed by what fstat() of the mapped inode says; only a
+	 * file not seen before is opened for reading and parsed. */
 	if (!objcache_get(&st, &defs)) {
-		r = parse_object(fd, &st, &defs);
+		fd = reopen_for_reading(pfd);
+		r = fd < 0 ? fd : parse_object(fd, &st, &defs);
 		if (r == 0)
 			objcache_put(&st, &defs);
+		if (fd >= 0)
+			close(fd);
 	}
-	close(fd);
+	close(pfd);
 	for (size_t d = 0; r == 0 && d < defs.n; d++) {
 		for (size_t i = first; r == 0 && i < nmaps; i++) {
 			const struct procfs_mapping *m = &maps[i];

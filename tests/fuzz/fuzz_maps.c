@@ -75,7 +75,7 @@ static void fuzz_maps(const char *p, size_t len)
 	for (size_t i = 0; i < n; i++) {
 		FUZZ_CHECK(maps[i].start < maps[i].end);
 		FUZZ_CHECK(maps[i].perms <= 0xf);
-		FUZZ_CHECK(strnlen(maps[i].path, sizeof(maps[i].path)) < sizeof(maps[i].path));
+		FUZZ_CHECK(strnlen(maps[i].path, PATH_MAX) < PATH_MAX);
 		FUZZ_CHECK(strchr(maps[i].path, '\n') == NULL);
 	}
 	/* An embedded NUL ends a path early when printed back: no round trip. */

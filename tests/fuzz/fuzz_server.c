@@ -106,6 +106,7 @@ static void expect_add(struct expect *e, int32_t pid)
 struct action_expansion {
 	struct action_target *t;
 	size_t n;
+	size_t first_new;        /* a --tree relist hands back t[0..first_new) unchanged */
 	unsigned steps_left;     /* turns still to take: pids[0] % 3 */
 	bool fail;               /* the last step fails */
 };
@@ -117,7 +118,8 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 	size_t n = 0;
 
 	(void)caller;
-	FUZZ_CHECK(req->npids >= 1 && req->npids <= PROTO_MAX_PIDS);
+	/* PIDs or a selector; the stub selects nothing. */
+	FUZZ_CHECK(req->npids <= PROTO_MAX_PIDS && (req->npids >= 1) != (req->sel.fields != 0));
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
@@ -144,6 +146,34 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 	return 0;
 }
 
+/* A relist finds one more child of the first target run since the last round whose PID % 5 == 0. */
+int action_expand_relist(const struct auth_caller *caller, struct action_target *t, size_t n,
+			 size_t from, struct action_expansion **ret)
+{
+	struct action_expansion *x = calloc(1, sizeof(*x));
+	struct action_target *more;
+
+	(void)caller;
+	FUZZ_CHECK(from < n);
+	more = x ? realloc(t, (n + 1) * sizeof(*t)) : NULL;
+	if (!more) {
+		free(x);
+		free(t);
+		return -ENOMEM;
+	}
+	x->t = more;
+	x->n = x->first_new = n;
+	for (size_t i = from; i < n; i++) {
+		if (more[i].pid % 5 == 0 && more[i].pid <= INT32_MAX - 1000) {
+			more[x->n++] = (struct action_target){ .pid = more[i].pid + 1000,
+							       .ours = more[i].pid + 1000, .pidfd = -1 };
+			break;
+		}
+	}
+	*ret = x;
+	return 0;
+}
+
 int action_expand_step(struct action_expansion *x)
 {
 	if (x->steps_left > 0) {
@@ -157,7 +187,7 @@ int action_expand_step(struct action_expansion *x)
 
 void action_expand_end(struct action_expansion *x, struct action_target **ret, size_t *ret_n)
 {
-	for (size_t i = 0; i < x->n; i++)
+	for (size_t i = x->first_new; i < x->n; i++)
 		expect_add(&cur->exp, x->t[i].pid);
 	*ret = x->t;
 	*ret_n = x->n;

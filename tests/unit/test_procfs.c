@@ -517,13 +517,14 @@ static void same_object_rule(void **state)
 		m[i].inode = 42;
 		m[i].dev_major = 8;
 		m[i].dev_minor = 1;
-		strcpy(m[i].path, "/usr/lib/libc.so.6");
+		m[i].path = "/usr/lib/libc.so.6";
 	}
+	m[2].path = m[3].path = "";
 	assert_true(procfs_same_object(&m[0], &m[1]));
 	m[1].dev_minor = 2;
 	assert_false(procfs_same_object(&m[0], &m[1]));
 	m[1].dev_minor = 1;
-	strcpy(m[1].path, "/other/libc.so.6");   /* a bind mount, another name: not the same */
+	m[1].path = "/other/libc.so.6";   /* a bind mount, another name: not the same */
 	assert_false(procfs_same_object(&m[0], &m[1]));
 	assert_false(procfs_same_object(&m[2], &m[3]));   /* two anonymous mappings */
 	assert_true(procfs_same_object(&m[2], &m[2]));
