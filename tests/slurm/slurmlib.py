@@ -5,9 +5,11 @@ This file owns starting and stopping a one-node cluster from Debian's
 slurm-wlm and munge: munged on its own key and socket, slurmctld and
 slurmd (proctrack/cgroup with CgroupPlugin=cgroup/v1, or
 proctrack/linuxproc), all configured, stateful and logging under one
-directory (BTGUARD_SLURM_DIR, else build/slurm-test).  Nothing is written
-to /etc: Slurm finds its configuration through SLURM_CONF and munge
-through AuthInfo=socket=..., clients through the same SLURM_CONF.
+temporary directory: the jobs' users must reach it, and a checkout's
+path may not let them.  Its configuration and logs are kept afterwards
+in BTGUARD_SLURM_DIR (else build/slurm-test).  Nothing is written to
+/etc: Slurm finds its configuration through SLURM_CONF and munge through
+AuthInfo=socket=..., clients through the same SLURM_CONF.
 
 Teardown cancels the jobs the test submitted, stops exactly the daemons
 it started (by PID), and removes the Slurm cgroups it caused (only the
@@ -22,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,7 +51,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _wait(pred, what, timeout, alive=None):
+def _wait(pred, what, timeout, alive=None, detail=None):
+    """Polls pred until true; fails naming what, with detail() if given."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if alive:
@@ -56,7 +60,8 @@ def _wait(pred, what, timeout, alive=None):
         if pred():
             return
         time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}"
+                + (f"\n{detail()}" if detail else ""))
 
 
 class Cluster:
@@ -164,7 +169,7 @@ class Cluster:
         self._start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(self.conf)])
         self._start("slurmd", ["slurmd", "-D", "-N", self.node, "-f", str(self.conf)])
         _wait(lambda: self.node_state() == "idle", "the node to be idle", START_TIMEOUT,
-              self.alive)
+              self.alive, self.logs)
 
     def node_state(self):
         p = subprocess.run(["sinfo", "-h", "-n", self.node, "-o", "%T"], env=self.env,
@@ -241,23 +246,24 @@ class Cluster:
         return fields
 
     def wait_output(self, out, text, timeout=PAUSE_TIMEOUT):
-        def seen():
+        def read():
             try:
-                return text in out.read_text()
+                return out.read_text(errors="replace")
             except FileNotFoundError:
-                return False
-        _wait(seen, f"{text!r} in {out}", timeout, self.alive)
+                return ""
+        _wait(lambda: text in read(), f"{text!r} in {out}", timeout, self.alive,
+              lambda: f"job output: {read()!r}\n{self.logs()}")
 
     def wait_done(self, job, timeout=RUN_TIMEOUT):
         """Waits until the job ends; returns its scontrol fields."""
         _wait(lambda: self.show_job(job)["JobState"] not in ("PENDING", "RUNNING",
                                                              "COMPLETING"),
-              f"job {job} to end", timeout, self.alive)
+              f"job {job} to end", timeout, self.alive, self.logs)
         return self.show_job(job)
 
     def wait_running(self, job, timeout=START_TIMEOUT):
         _wait(lambda: self.show_job(job)["JobState"] == "RUNNING" and self.listpids(job),
-              f"job {job} to run", timeout, self.alive)
+              f"job {job} to run", timeout, self.alive, self.logs)
 
     def listpids(self, job, step=None):
         """PIDs `scontrol listpids` names for the job (its step), in its order."""
@@ -303,11 +309,12 @@ class Users:
 
 
 def running_cluster(proctrack):
-    """A started Cluster in DIR/<proctrack name>, stopped afterwards; its
-    logs are printed (pytest shows them when a test failed)."""
-    root = DIR / proctrack.split("/")[-1]
-    shutil.rmtree(root, ignore_errors=True)
-    cluster = Cluster(root, proctrack)
+    """A started Cluster in a temporary directory, stopped afterwards; its
+    configuration, logs and job output are kept in DIR/<proctrack name>,
+    and the logs printed (pytest shows them when a test failed)."""
+    keep = DIR / proctrack.split("/")[-1]
+    shutil.rmtree(keep, ignore_errors=True)
+    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack)
     saved = os.environ.get("SLURM_CONF")
     # btguardctl runs scontrol with its caller's environment, and the
     # integration helpers (Daemon.ctl) pass this process's on.
@@ -318,6 +325,9 @@ def running_cluster(proctrack):
     finally:
         cluster.stop()
         print(cluster.logs())
+        for sub in ("etc", "log", "jobs"):
+            shutil.copytree(cluster.root / sub, keep / sub, dirs_exist_ok=True)
+        shutil.rmtree(cluster.root, ignore_errors=True)
         if saved is None:
             os.environ.pop("SLURM_CONF", None)
         else:
