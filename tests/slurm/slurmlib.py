@@ -273,11 +273,6 @@ class Cluster:
         return [int(r[0]) for r in rows
                 if len(r) >= 3 and r[0].isdigit() and step in (None, r[2])]
 
-    def srun(self, job, *argv, user=None, timeout=RUN_TIMEOUT):
-        """One task on each of the job's nodes, beside its running tasks."""
-        return subprocess.run(btg.user_prefix(user) + [
-            "srun", f"--jobid={job}", "--overlap", "--ntasks-per-node=1", *map(str, argv)],
-            env=self.env, capture_output=True, text=True, timeout=timeout)
 
 
 # ----------------------------------------------------------- test users --

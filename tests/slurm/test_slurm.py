@@ -151,13 +151,16 @@ def test_unguarded_job_dies_and_a_third_user_cannot_guard_it(cluster, daemon, us
 def test_srun_overlap_guards_a_running_job(cluster, daemon, users):
     """The README's way to guard a job on all its nodes, here one.  Only
     the job's owner may add a step to it (root is refused), so root runs
-    srun as the owner, who may guard its own processes."""
+    srun as the owner (runuser), who may guard its own processes."""
     job, _ = cluster.sbatch("#!/bin/sh\nexec sleep 300\n", user=users[OWNER])
     cluster.wait_running(job)
     ctl = daemon.client_path(users[OWNER])   # a copy any user can run
     sleep = cluster.listpids(job)
-    p = cluster.srun(job, ctl, "--socket", daemon.socket, "--json", "guard", "--slurm-job",
-                     job, user=users[OWNER])
+    # As the README writes it, with this test's socket and --json.
+    line = (f'runuser -u "$(squeue -h -j {job} -o %u)" -- srun --jobid={job} --overlap '
+            f'--ntasks-per-node=1 {ctl} --socket {daemon.socket} --json guard --slurm-job {job}')
+    p = btg.subprocess.run(["sh", "-c", line], env=cluster.env, capture_output=True, text=True,
+                           timeout=slurmlib.RUN_TIMEOUT)
     assert p.returncode == 0, p
     # The job's tasks; not the root-owned slurmstepds: the owner may not
     # act on those.
