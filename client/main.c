@@ -509,7 +509,8 @@ static int slurm_job_target(struct options *o)
 		.cgroup = o->req.sel.cgroup, .cgroup_len = sizeof(o->req.sel.cgroup),
 		.pids = o->req.pids, .max_pids = PROTO_MAX_PIDS,
 	};
-	int r = slurm_resolve(&o->slurm_job, &t);
+	int r = slurm_resolve(&o->slurm_job, &t,
+			      conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
 
 	switch (r) {
 	case 0:
@@ -517,6 +518,9 @@ static int slurm_job_target(struct options *o)
 	case -ENOENT:
 		return fail(EXIT_FAILED, "cannot run scontrol to find job %s: is Slurm installed "
 			    "on this node?", o->slurm_arg);
+	case -ETIMEDOUT:
+		return fail(EXIT_FAILED, "scontrol listpids did not answer within %g s; nothing "
+			    "was sent", o->timeout_s);
 	case -ESRCH:
 		return fail(EXIT_FAILED, "Slurm job %s has no processes on this node%s%s%s; "
 			    "nothing was sent", o->slurm_arg, t.detail[0] ? " (scontrol: " : "",

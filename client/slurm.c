@@ -28,11 +28,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "slurm.h"
@@ -243,19 +246,41 @@ int slurm_cgroup_prefix_buf(const char *buf, size_t len, const struct slurm_job 
 	return -ENOENT;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds left until deadline_ns for poll(), at least 0. */
+static int ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = now_ns();
+
+	if (now >= deadline_ns)
+		return 0;
+	return (deadline_ns - now) / 1000000u > INT32_MAX ? INT32_MAX :
+	       (int)((deadline_ns - now + 999999u) / 1000000u);
+}
+
 /*
  * Runs `scontrol listpids JOBID`, its stdout and stderr into buf (so an
  * error it prints becomes the detail of ours).  Returns the bytes read,
- * -ENOENT when scontrol could not be run, or -errno.  More than len bytes
- * are drained and dropped, and *truncated says so.
+ * -ENOENT when scontrol could not be run, -ETIMEDOUT when it had not
+ * finished by deadline_ns (it is killed: a slurmstepd that does not
+ * answer must not hang us), or -errno.  More than len bytes are drained
+ * and dropped, and *truncated says so.
  */
-static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated)
+static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated,
+			    uint64_t deadline_ns)
 {
 	char id[16];
 	char *argv[] = { "scontrol", "listpids", id, NULL };
 	char sink[4096];
 	size_t got = 0;
-	int fds[2], status, r = 0;
+	int fds[2], status = 0, r = 0;
 	pid_t pid;
 	ssize_t n;
 
@@ -279,8 +304,20 @@ static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated
 	}
 	close(fds[1]);
 	for (;;) {
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 		bool full = got == len;
+		int p = poll(&pfd, 1, ms_left(deadline_ns));
 
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p == 0) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		if (p < 0) {
+			r = -errno;
+			break;
+		}
 		n = read(fds[0], full ? sink : buf + got, full ? sizeof(sink) : len - got);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -292,8 +329,12 @@ static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated
 			got += (size_t)n;
 	}
 	close(fds[0]);
+	if (r < 0)
+		kill(pid, SIGKILL);     /* our own child, still unreaped */
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	if (r < 0)
+		return r;
 	/* Only an exec failure: scontrol exits 1 for "no steps here" too,
 	 * which the rows (none) already say. */
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
@@ -327,7 +368,7 @@ static ssize_t read_cgroup_file(int32_t pid, char *buf, size_t len)
 	return (ssize_t)got;
 }
 
-int slurm_resolve(const struct slurm_job *j, struct slurm_target *t)
+int slurm_resolve(const struct slurm_job *j, struct slurm_target *t, uint64_t deadline_ns)
 {
 	static char out[LISTPIDS_MAX];
 	static char cg[CGROUP_FILE_MAX];
@@ -338,7 +379,7 @@ int slurm_resolve(const struct slurm_job *j, struct slurm_target *t)
 
 	t->cgroup[0] = '\0';
 	t->npids = 0;
-	n = run_listpids(j->id, out, sizeof(out), &truncated);
+	n = run_listpids(j->id, out, sizeof(out), &truncated, deadline_ns);
 	if (n < 0)
 		return (int)n;
 	count = slurm_parse_listpids_buf(out, (size_t)n, j, listed,

@@ -68,11 +68,12 @@ struct slurm_target {
 /*
  * Asks scontrol for the job's processes on this node and resolves them
  * into t.  Returns 0; -ENOENT when scontrol cannot be run (not
- * installed); -EIO when it failed and listed nothing (t->detail says
- * why); -ESRCH when the job (step) has no process on this node;
- * -E2BIG when, without a job cgroup, it has more than max_pids; or
- * another -errno from pipe/fork.
+ * installed); -ETIMEDOUT when it had not answered by deadline_ns
+ * (CLOCK_MONOTONIC); -ESRCH when the job (step) has no process on this
+ * node (t->detail: what scontrol said, if anything); -E2BIG when,
+ * without a job cgroup, it has more than max_pids; -ENAMETOOLONG when
+ * the cgroup does not fit t->cgroup; or another -errno from pipe/fork.
  */
-int slurm_resolve(const struct slurm_job *j, struct slurm_target *t);
+int slurm_resolve(const struct slurm_job *j, struct slurm_target *t, uint64_t deadline_ns);
 
 #endif

@@ -49,3 +49,14 @@ def test_no_scontrol_here(tmp_path):
     p = ctl("guard", "--slurm-job", "42.batch", env={"PATH": str(tmp_path)})
     assert p.returncode == 1, p
     assert "cannot run scontrol" in p.stderr and "Slurm installed" in p.stderr, p
+
+
+def test_scontrol_that_hangs_is_killed_at_the_timeout(tmp_path):
+    fake = tmp_path / "scontrol"
+    # exec: the PID btguardctl kills is the sleep itself, nothing is left.
+    fake.write_text("#!/bin/sh\nexec sleep 60\n")
+    fake.chmod(0o755)
+    p = ctl("--timeout", "0.5", "guard", "--slurm-job", "42",
+            env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert p.returncode == 1, p
+    assert "did not answer within 0.5 s" in p.stderr and "nothing was sent" in p.stderr, p
