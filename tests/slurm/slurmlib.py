@@ -70,7 +70,10 @@ class Cluster:
     def __init__(self, root, proctrack):
         self.root = Path(root)
         self.proctrack = proctrack
-        self.node = socket.gethostname().split(".")[0]
+        self.host = socket.gethostname().split(".")[0]
+        # A node name of this run's own: Slurm's v1 cgroups are named after
+        # it (/slurm_<node>/...), so two runs on one machine never share one.
+        self.node = f"btg{os.getpid()}"
         self.procs = {}
         self.jobs = []
         # World-readable and traversable: the test users submit jobs, read
@@ -84,7 +87,7 @@ class Cluster:
         self.munge_socket = self.root / "munge" / "munge.socket"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         # Cgroups Slurm will make that were not there before, removed at the end.
-        self.cgroups_before = {p for p in CGROUP_ROOT.glob("*/slurm*")}
+        self.cgroups_before = set(self._slurm_cgroups())
 
     # ------------------------------------------------------------ config --
 
@@ -92,7 +95,7 @@ class Cluster:
         r = self.root
         lines = [
             "ClusterName=btguard",
-            f"SlurmctldHost={self.node}(127.0.0.1)",
+            f"SlurmctldHost={self.host}(127.0.0.1)",
             f"SlurmctldPort={free_port()}",
             f"SlurmdPort={free_port()}",
             "SlurmUser=root",
@@ -122,7 +125,8 @@ class Cluster:
             "ReturnToService=2",
             # Finished jobs stay visible to `scontrol show job` for the test.
             "MinJobAge=600",
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN",
+            f"NodeName={self.node} NodeHostname={self.host} NodeAddr=127.0.0.1 CPUs=2 "
+            "State=UNKNOWN",
             f"PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
         ]
         self.conf.write_text("\n".join(lines) + "\n")
@@ -198,9 +202,14 @@ class Cluster:
         self.procs.clear()
         self.remove_cgroups()
 
+    def _slurm_cgroups(self):
+        """This node's top cgroups in each v1 hierarchy (slurm_<node>)."""
+        return CGROUP_ROOT.glob(f"*/slurm_{self.node}")
+
     def remove_cgroups(self):
-        """rmdir what Slurm made below /sys/fs/cgroup/*/slurm* and left empty."""
-        for top in set(CGROUP_ROOT.glob("*/slurm*")) - self.cgroups_before:
+        """rmdir what Slurm made below /sys/fs/cgroup/*/slurm_<node> and left
+        empty."""
+        for top in set(self._slurm_cgroups()) - self.cgroups_before:
             for d in sorted((p for p in top.rglob("*") if p.is_dir()),
                             key=lambda p: len(p.parts), reverse=True) + [top]:
                 try:
