@@ -125,9 +125,11 @@ victims: $(VICTIM_BIN)
 # The aarch64 cross build and its qemu test; also the aarch64 stub table's
 # unit test, which runs natively.
 include tests/aarch64/aarch64.mk
+# --slurm-job's parser unit test and the test against a real Slurm.
+include tests/slurm/slurm.mk
 
-unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN) $(AARCH64_UNIT_BIN); do echo "== $$t"; $$t; done
+unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN); do echo "== $$t"; $$t; done
 
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
@@ -152,6 +154,7 @@ check: check-deps
 	$(MAKE) check-mutants
 	$(MAKE) check-install
 	$(MAKE) check-system
+	$(MAKE) check-slurm
 	$(MAKE) check-aarch64
 
 # Planted bugs in the safety path (tests/mutants/): each must make its tests

@@ -34,6 +34,7 @@
 
 #include "conn.h"
 #include "output.h"
+#include "slurm.h"
 
 #define PROGRAM "btguardctl"
 #define VERSION BTGUARD_VERSION
@@ -53,6 +54,8 @@ struct options {
 	const char *socket_path;
 	double      timeout_s;
 	const char *unit;           /* --unit: resolved to a cgroup before sending */
+	const char *slurm_arg;      /* --slurm-job as given, for messages */
+	struct slurm_job slurm_job; /* --slurm-job: resolved before sending */
 	bool        format_given;
 	struct output out;
 	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
@@ -98,6 +101,10 @@ static void print_help(void)
 "      --cgroup=PATH     a cgroup subtree as /proc/PID/cgroup writes it, e.g.\n"
 "                        /system.slice/slurmstepd.scope/job_42 (any hierarchy)\n"
 "      --unit=NAME       a systemd unit's cgroup (asks systemctl for it)\n"
+"      --slurm-job=JOBID[.STEP]\n"
+"                        a Slurm job's (or step's) processes on this node: its\n"
+"                        cgroup, found from the PIDs `scontrol listpids` names\n"
+"                        (those PIDs themselves when the job has no cgroup)\n"
 "      --maps=GLOB       maps an object whose path matches, e.g. '*libc10.so'\n"
 "  Instead, PIDs: decimal numbers from 1 to 2147483647, at most 4096.\n"
 "\n"
@@ -157,7 +164,7 @@ static void print_help(void)
 "  " PROGRAM " guard 1234                   guard one process\n"
 "  " PROGRAM " --tree guard $(pgrep -o gunicorn)   a server and its workers\n"
 "  " PROGRAM " status --all --json | jq -c 'select(.risk == \"at-risk\")'\n"
-"  " PROGRAM " guard --cgroup /system.slice/slurmstepd.scope/job_42\n"
+"  " PROGRAM " guard --slurm-job 42           a Slurm job's processes on this node\n"
 "  " PROGRAM " --deadline 10000 guard 1234  keep retrying a busy process for 10 s\n"
 "  " PROGRAM " unguard --user alice          restore real backtraces\n"
 "\n"
@@ -271,7 +278,7 @@ static enum output_format parse_format(const char *s)
 static void parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
-	       OPT_CGROUP, OPT_UNIT, OPT_MAPS, OPT_FORMAT };
+	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT };
 	static const struct option longopts[] = {
 		{ "socket",   required_argument, NULL, 's' },
 		{ "json",     no_argument,       NULL, 'j' },
@@ -287,6 +294,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "cmdline",  required_argument, NULL, OPT_CMDLINE },
 		{ "cgroup",   required_argument, NULL, OPT_CGROUP },
 		{ "unit",     required_argument, NULL, OPT_UNIT },
+		{ "slurm-job", required_argument, NULL, OPT_SLURM_JOB },
 		{ "maps",     required_argument, NULL, OPT_MAPS },
 		{ "help",     no_argument,       NULL, 'h' },
 		{ "version",  no_argument,       NULL, 'V' },
@@ -349,19 +357,27 @@ static void parse_args(int argc, char **argv, struct options *o)
 			set_pattern(o, PROTO_SEL_CMDLINE, sel->cmdline, "cmdline", optarg);
 			break;
 		case OPT_CGROUP:
-			if (o->unit)
-				usage_error("--cgroup and --unit both name a cgroup; give one");
+			if (o->unit || o->slurm_arg)
+				usage_error("--cgroup, --unit and --slurm-job each name a cgroup; give one");
 			if (optarg[0] != '/')
 				usage_error("invalid --cgroup '%s': a path as /proc/PID/cgroup writes "
 					    "it, starting with '/'", optarg);
 			set_pattern(o, PROTO_SEL_CGROUP, sel->cgroup, "cgroup", optarg);
 			break;
 		case OPT_UNIT:
-			if ((sel->fields & PROTO_SEL_CGROUP) || o->unit)
-				usage_error("--cgroup and --unit both name a cgroup; give one");
+			if ((sel->fields & PROTO_SEL_CGROUP) || o->unit || o->slurm_arg)
+				usage_error("--cgroup, --unit and --slurm-job each name a cgroup; give one");
 			if (!*optarg)
 				usage_error("--unit needs a unit name");
 			o->unit = optarg;
+			break;
+		case OPT_SLURM_JOB:
+			if ((sel->fields & PROTO_SEL_CGROUP) || o->unit || o->slurm_arg)
+				usage_error("--cgroup, --unit and --slurm-job each name a cgroup; give one");
+			if (slurm_parse_job(optarg, &o->slurm_job) < 0)
+				usage_error("invalid --slurm-job '%s': expected JOBID or JOBID.STEP, "
+					    "STEP a number, batch, extern or interactive", optarg);
+			o->slurm_arg = optarg;
 			break;
 		case OPT_MAPS:
 			set_pattern(o, PROTO_SEL_MAPS, sel->maps, "maps", optarg);
@@ -390,7 +406,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 	if (optind >= argc)
 		usage_error("missing command: guard, unguard or status");
 	o->req.action = parse_action(argv[optind++]);
-	o->out.selecting = sel->fields != 0 || o->unit;
+	o->out.selecting = sel->fields != 0 || o->unit || o->slurm_arg;
 	if (optind >= argc && !o->out.selecting)
 		usage_error("missing PID or selector after '%s' (e.g. %s --all)",
 			    proto_action_name(o->req.action), proto_action_name(o->req.action));
@@ -478,6 +494,62 @@ static int unit_cgroup(const char *unit, char *out, size_t out_len)
 	if (out[0] != '/')
 		return fail(EXIT_FAILED, "unit '%s' has no control group: is it loaded and "
 			    "running?", unit);
+	return 0;
+}
+
+/*
+ * --slurm-job: the job's cgroup into the selector, or, when the job has no
+ * cgroup on this node (proctrack/linuxproc), the PIDs Slurm listed for it
+ * (slurm.c says why that is safe).  Returns the exit status to fail with,
+ * or 0.
+ */
+static int slurm_job_target(struct options *o)
+{
+	struct slurm_target t = {
+		.cgroup = o->req.sel.cgroup, .cgroup_len = sizeof(o->req.sel.cgroup),
+		.pids = o->req.pids, .max_pids = PROTO_MAX_PIDS,
+	};
+	int r = slurm_resolve(&o->slurm_job, &t,
+			      conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
+
+	switch (r) {
+	case 0:
+		break;
+	case -ENOENT:
+		return fail(EXIT_FAILED, "cannot run scontrol to find job %s: is Slurm installed "
+			    "on this node?", o->slurm_arg);
+	case -ETIMEDOUT:
+		return fail(EXIT_FAILED, "scontrol listpids did not answer within %g s; nothing "
+			    "was sent", o->timeout_s);
+	case -ESRCH:
+		return fail(EXIT_FAILED, "Slurm job %s has no processes on this node%s%s%s; "
+			    "nothing was sent", o->slurm_arg, t.detail[0] ? " (scontrol: " : "",
+			    t.detail, t.detail[0] ? ")" : "");
+	case -E2BIG:
+		return fail(EXIT_FAILED, "Slurm job %s has no cgroup on this node and more than "
+			    "%u processes, more than one request may name", o->slurm_arg,
+			    PROTO_MAX_PIDS);
+	case -ENAMETOOLONG:
+		return fail(EXIT_FAILED, "the cgroup of Slurm job %s is longer than %u bytes",
+			    o->slurm_arg, PROTO_MAX_PATTERN);
+	default:
+		return fail(EXIT_FAILED, "cannot find Slurm job %s: %s", o->slurm_arg,
+			    strerror(-r));
+	}
+	if (t.npids) {
+		/* A request names PIDs or selects, never both. */
+		if (o->req.sel.fields)
+			return fail(EXIT_FAILED, "Slurm job %s has no cgroup on this node, so it "
+				    "is its PIDs, which other selectors cannot narrow; nothing "
+				    "was sent", o->slurm_arg);
+		o->req.npids = (uint32_t)t.npids;
+		if (o->out.verbose)
+			fprintf(stderr, PROGRAM ": Slurm job %s has no cgroup on this node "
+				"(proctrack/linuxproc?): acting on the %zu processes scontrol "
+				"listed\n", o->slurm_arg, t.npids);
+	} else {
+		o->req.sel.fields |= PROTO_SEL_CGROUP;
+	}
 	return 0;
 }
 
@@ -577,6 +649,11 @@ int main(int argc, char **argv)
 		if (status)
 			return status;
 		o.req.sel.fields |= PROTO_SEL_CGROUP;
+	}
+	if (o.slurm_arg) {
+		status = slurm_job_target(&o);
+		if (status)
+			return status;
 	}
 
 	len = proto_encode_request(&o.req, request, sizeof(request));

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# Slurm: `btguardctl --slurm-job` against a real Slurm on this machine.
+# Included by the Makefile.
+#
+#   make check-slurm   munged, slurmctld and slurmd from Debian's packages,
+#                      configured under $(BUILD)/slurm-test and a temporary
+#                      directory (nothing in /etc), jobs submitted with
+#                      sbatch, guarded through btguardd.  Needs root; under
+#                      3 minutes.
+#
+# The parsers behind --slurm-job have a unit test of their own, which
+# `make unit` runs with the others.
+
+SLURM_UNIT_BIN := $(BUILD)/tests/test_slurm_parse
+
+$(BUILD)/tests/test_slurm_parse: $(call obj,tests/slurm/test_slurm_parse.c) $(call obj,client/slurm.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS)
+
+.PHONY: check-slurm
+check-slurm: check-deps
+	$(MAKE) all
+	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_SLURM_DIR=$(abspath $(BUILD))/slurm-test \
+	    /usr/bin/python3 -m pytest -q tests/slurm

@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: MIT
+"""A real Slurm on localhost, for the --slurm-job tests.
+
+This file owns starting and stopping a one-node cluster from Debian's
+slurm-wlm and munge: munged on its own key and socket, slurmctld and
+slurmd (proctrack/cgroup with CgroupPlugin=cgroup/v1, or
+proctrack/linuxproc), all configured, stateful and logging under one
+temporary directory: the jobs' users must reach it, and a checkout's
+path may not let them.  Its configuration and logs are kept afterwards
+in BTGUARD_SLURM_DIR (else build/slurm-test).  Nothing is written to
+/etc: Slurm finds its configuration through SLURM_CONF and munge through
+AuthInfo=socket=..., clients through the same SLURM_CONF.
+
+Teardown cancels the jobs the test submitted, stops exactly the daemons
+it started (by PID), and removes the Slurm cgroups it caused (only the
+empty directories that did not exist before).  Every wait is bounded.
+"""
+
+import os
+import pwd
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+import conftest as btg  # noqa: E402  (the integration tests' helpers)
+
+DIR = Path(os.environ.get("BTGUARD_SLURM_DIR", REPO / "build" / "slurm-test"))
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+# Importing torch on a loaded 2-core machine can take a while.
+PAUSE_TIMEOUT = 90.0
+RUN_TIMEOUT = 120.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def free_port():
+    """A TCP port on localhost that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(pred, what, timeout, alive=None, detail=None):
+    """Polls pred until true; fails naming what, with detail() if given."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive:
+            alive()
+        if pred():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}"
+                + (f"\n{detail()}" if detail else ""))
+
+
+class Cluster:
+    """munged, slurmctld and slurmd, started under `root` (a directory)."""
+
+    def __init__(self, root, proctrack):
+        self.root = Path(root)
+        self.proctrack = proctrack
+        self.host = socket.gethostname().split(".")[0]
+        # A node name of this run's own: Slurm's v1 cgroups are named after
+        # it (/slurm_<node>/...), so two runs on one machine never share one.
+        self.node = f"btg{os.getpid()}"
+        self.procs = {}
+        self.jobs = []
+        # World-readable and traversable: the test users submit jobs, read
+        # slurm.conf and reach munged's socket.
+        for sub in ("etc", "munge", "state", "spool", "log", "jobs"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root / sub, 0o755)
+        os.chmod(self.root, 0o755)
+        os.chmod(self.root / "jobs", 0o1777)   # job scripts and output of any user
+        self.conf = self.root / "etc" / "slurm.conf"
+        self.munge_socket = self.root / "munge" / "munge.socket"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        # Cgroups Slurm will make that were not there before, removed at the end.
+        self.cgroups_before = set(self._slurm_cgroups())
+
+    # ------------------------------------------------------------ config --
+
+    def write_config(self):
+        r = self.root
+        lines = [
+            "ClusterName=btguard",
+            f"SlurmctldHost={self.host}(127.0.0.1)",
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            # Slurm's munge plugins talk to our munged, not /run/munge.
+            f"AuthInfo=socket={self.munge_socket}",
+            f"StateSaveLocation={r}/state",
+            f"SlurmdSpoolDir={r}/spool",
+            f"SlurmctldPidFile={r}/slurmctld.pid",
+            f"SlurmdPidFile={r}/slurmd.pid",
+            f"SlurmctldLogFile={r}/log/slurmctld.log",
+            f"SlurmdLogFile={r}/log/slurmd.log",
+            "MailProg=/bin/true",
+            f"ProctrackType={self.proctrack}",
+            # Only proctrack makes cgroups: no task/cgroup, no accounting.
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            "MpiDefault=none",
+            "SwitchType=switch/none",
+            "SchedulerType=sched/builtin",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "ReturnToService=2",
+            # Finished jobs stay visible to `scontrol show job` for the test.
+            "MinJobAge=600",
+            f"NodeName={self.node} NodeHostname={self.host} NodeAddr=127.0.0.1 CPUs=2 "
+            "State=UNKNOWN",
+            f"PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
+        ]
+        self.conf.write_text("\n".join(lines) + "\n")
+        # slurmd reads cgroup.conf beside slurm.conf.  The host is hybrid
+        # (v1 controllers, v2 at /sys/fs/cgroup/unified): v1 it is.
+        (self.root / "etc" / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
+            f"CgroupMountpoint={CGROUP_ROOT}\n")
+        for f in ("slurm.conf", "cgroup.conf"):
+            os.chmod(self.root / "etc" / f, 0o644)
+
+    # ------------------------------------------------------------ daemons --
+
+    def _start(self, name, argv):
+        log = open(self.root / "log" / f"{name}.out", "wb")
+        self.procs[name] = (subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, env=self.env), log)
+
+    def alive(self):
+        for name, (proc, _) in self.procs.items():
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited with {proc.returncode}:\n{self.logs()}")
+
+    def logs(self):
+        out = []
+        for f in sorted((self.root / "log").iterdir()):
+            out.append(f"---- {f.name} ----\n" + "\n".join(
+                f.read_text(errors="replace").splitlines()[-30:]))
+        return "\n".join(out)
+
+    def start(self):
+        self.write_config()
+        m = self.root / "munge"
+        key = m / "munge.key"
+        subprocess.run(["mungekey", "--create", "--force", f"--keyfile={key}"], check=True,
+                       capture_output=True)
+        self._start("munged", ["munged", "--foreground", f"--socket={self.munge_socket}",
+                               f"--key-file={key}", f"--pid-file={m}/munged.pid",
+                               f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"])
+        _wait(lambda: subprocess.run(["munge", "-n", "-S", str(self.munge_socket)],
+                                     capture_output=True).returncode == 0,
+              "munged to answer", START_TIMEOUT, self.alive)
+        # -c: a fresh controller state, whatever an earlier run left.
+        self._start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(self.conf)])
+        self._start("slurmd", ["slurmd", "-D", "-N", self.node, "-f", str(self.conf)])
+        _wait(lambda: self.node_state() == "idle", "the node to be idle", START_TIMEOUT,
+              self.alive, self.logs)
+
+    def node_state(self):
+        p = subprocess.run(["sinfo", "-h", "-n", self.node, "-o", "%T"], env=self.env,
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout.strip()
+
+    def stop(self):
+        for job in self.jobs:
+            subprocess.run(["scancel", str(job)], env=self.env, capture_output=True,
+                           timeout=30)
+        if self.jobs and "slurmd" in self.procs:
+            _wait(lambda: not self.squeue(), "cancelled jobs to end", STOP_TIMEOUT)
+        # slurmd before slurmctld before munged: each needs the next.
+        for name in ("slurmd", "slurmctld", "munged"):
+            if name not in self.procs:
+                continue
+            proc, log = self.procs[name]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log.close()
+        self.procs.clear()
+        self.remove_cgroups()
+
+    def _slurm_cgroups(self):
+        """This node's top cgroups in each v1 hierarchy (slurm_<node>)."""
+        return CGROUP_ROOT.glob(f"*/slurm_{self.node}")
+
+    def remove_cgroups(self):
+        """rmdir what Slurm made below /sys/fs/cgroup/*/slurm_<node> and left
+        empty."""
+        for top in set(self._slurm_cgroups()) - self.cgroups_before:
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()),
+                            key=lambda p: len(p.parts), reverse=True) + [top]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+
+    # --------------------------------------------------------------- jobs --
+
+    def squeue(self):
+        p = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env, capture_output=True,
+                           text=True, timeout=30)
+        return p.stdout.split()
+
+    def sbatch(self, script, user=None):
+        """Submits script (text) as user ((uid, gid) or None for root);
+        returns (job ID, path of its output)."""
+        n = len(self.jobs)
+        path = self.root / "jobs" / f"job{n}.sh"
+        out = self.root / "jobs" / f"job{n}.out"
+        path.write_text(script)
+        os.chmod(path, 0o755)
+        argv = btg.user_prefix(user) + ["sbatch", "--parsable", "-n1", f"--output={out}",
+                                        f"--chdir={self.root / 'jobs'}", str(path)]
+        # No core files from the crashing runs: sbatch passes its
+        # RLIMIT_CORE on to the job (PropagateResourceLimits=ALL).
+        p = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+        assert p.returncode == 0, f"sbatch failed: {p.stderr}\n{self.logs()}"
+        job = int(p.stdout.strip().split(";")[0])
+        self.jobs.append(job)
+        return job, out
+
+    def show_job(self, job):
+        """scontrol show job's fields as a dict."""
+        p = subprocess.run(["scontrol", "-o", "show", "job", str(job)], env=self.env,
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        fields = {}
+        for item in p.stdout.split():
+            key, _, value = item.partition("=")
+            fields[key] = value
+        return fields
+
+    def wait_output(self, out, text, timeout=PAUSE_TIMEOUT):
+        def read():
+            try:
+                return out.read_text(errors="replace")
+            except FileNotFoundError:
+                return ""
+        _wait(lambda: text in read(), f"{text!r} in {out}", timeout, self.alive,
+              lambda: f"job output: {read()!r}\n{self.logs()}")
+
+    def wait_done(self, job, timeout=RUN_TIMEOUT):
+        """Waits until the job ends; returns its scontrol fields."""
+        _wait(lambda: self.show_job(job)["JobState"] not in ("PENDING", "RUNNING",
+                                                             "COMPLETING"),
+              f"job {job} to end", timeout, self.alive, self.logs)
+        return self.show_job(job)
+
+    def wait_running(self, job, timeout=START_TIMEOUT):
+        _wait(lambda: self.show_job(job)["JobState"] == "RUNNING" and self.listpids(job),
+              f"job {job} to run", timeout, self.alive, self.logs)
+
+    def listpids(self, job, step=None):
+        """PIDs `scontrol listpids` names for the job (its step), in its order."""
+        p = subprocess.run(["scontrol", "listpids", str(job)], env=self.env,
+                           capture_output=True, text=True, timeout=30)
+        rows = [line.split() for line in p.stdout.splitlines()[1:]]
+        return [int(r[0]) for r in rows
+                if len(r) >= 3 and r[0].isdigit() and step in (None, r[2])]
+
+
+
+# ----------------------------------------------------------- test users --
+
+class Users:
+    """Unprivileged users by name, created with useradd only if missing and
+    deleted at the end only if created here."""
+
+    def __init__(self, *names):
+        self.created = []
+        self.ids = {}
+        for name in names:
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name],
+                               check=True)
+                self.created.append(name)
+            pw = pwd.getpwnam(name)
+            assert pw.pw_uid != 0
+            self.ids[name] = (pw.pw_uid, pw.pw_gid)
+
+    def __getitem__(self, name):
+        return self.ids[name]
+
+    def remove(self):
+        for name in self.created:
+            subprocess.run(["userdel", name], check=False)
+
+
+def running_cluster(proctrack):
+    """A started Cluster in a temporary directory, stopped afterwards; its
+    configuration, logs and job output are kept in DIR/<proctrack name>,
+    and the logs printed (pytest shows them when a test failed)."""
+    keep = DIR / proctrack.split("/")[-1]
+    shutil.rmtree(keep, ignore_errors=True)
+    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack)
+    saved = os.environ.get("SLURM_CONF")
+    # btguardctl runs scontrol with its caller's environment, and the
+    # integration helpers (Daemon.ctl) pass this process's on.
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        print(cluster.logs())
+        for sub in ("etc", "log", "jobs"):
+            shutil.copytree(cluster.root / sub, keep / sub, dirs_exist_ok=True)
+        shutil.rmtree(cluster.root, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
