@@ -290,7 +290,7 @@ static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline
 
 	if (!timespec_left(deadline, &left))
 		return false;
-	watchdog_cap_wait(&left);  /* a stop may be waited for up to 60 s (watchdog.h) */
+	watchdog_cap_wait(&left);  /* an attempt bounds it (patch.h), a caller might not */
 	if (ppoll(&p, 1, &left, NULL) > 0)
 		drain_signalfd(w->sigchld_fd);
 	watchdog_kick();
