@@ -664,37 +664,93 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	return 0;
 }
 
-void action_run(const struct auth_caller *caller, unsigned action,
-		uint32_t deadline_ms, struct action_target *want,
-		struct proto_result *res)
+struct action_job {
+	struct auth_caller caller;
+	struct action_target *target;
+	struct proto_result *res;
+	struct patch_job *patch;
+	bool prepared;             /* authorized and pinned: the report may describe it */
+	uint64_t starttime;        /* the pinned process's, for a --tree relist */
+	char exe[PATH_MAX];
+};
+
+/* The target is answered: report, log it once, release its pin, free j. */
+static int action_end(struct action_job *j, int r)
+{
+	struct action_target *t = j->target;
+	pid_t via;
+
+	if (j->prepared) {
+		/* patch_end() below must not have run yet: the sites are in res. */
+		t->start = j->starttime;   /* for a --tree relist (action_expand_relist) */
+		/* Authorized: the report may say what the process is.  If it has
+		 * gone meanwhile, the pin says so and nothing is reported. */
+		if (procfs_live_task(t->ours, &via) == 0 && still_pinned(t)) {
+			report_fill(via, j->res);
+			if (!still_pinned(t))
+				report_clear(j->res);
+		}
+	}
+	j->res->error = proto_error_from_negative(r);
+	log_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res);
+	pin_close(&t->pidfd);
+	patch_end(j->patch);
+	free(j);
+	return 0;
+}
+
+int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+		 struct action_target *want, struct proto_result *res,
+		 struct action_job **ret, uint64_t *ret_wake_ms)
 {
 	struct patch_pin pin = { .pidfd = -1 };
-	char exe[PATH_MAX];
+	struct action_job *j;
 	int r;
 
+	*ret = NULL;
 	memset(res, 0, sizeof(*res));
 	res->pid = want->pid;
 	res->action = (uint8_t)action;
 	res->state = PROTO_PROC_UNKNOWN;
-	exe[0] = '\0';
-
 	res->uid = PROTO_UID_UNKNOWN;
-	r = prepare(caller, action, want, &pin, exe, sizeof(exe), res->message,
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		res->error = ENOMEM;
+		log_action(caller, want->ours ? want->ours : want->pid, "", res);
+		pin_close(&want->pidfd);
+		return 0;
+	}
+	j->caller = *caller;
+	j->target = want;
+	j->res = res;
+	r = prepare(caller, action, want, &pin, j->exe, sizeof(j->exe), res->message,
 		    sizeof(res->message));
 	if (r == 0) {
-		pid_t via;
-
-		r = patch_run(caller, want->ours, &pin, action, deadline_ms, res);
-		want->start = pin.starttime;   /* for a --tree relist (action_expand_relist) */
-		/* Authorized: the report may say what the process is.  If it has
-		 * gone meanwhile, the pin says so and nothing is reported. */
-		if (procfs_live_task(want->ours, &via) == 0 && still_pinned(want)) {
-			report_fill(via, res);
-			if (!still_pinned(want))
-				report_clear(res);
-		}
+		j->prepared = true;
+		j->starttime = pin.starttime;
 	}
-	res->error = proto_error_from_negative(r);
-	log_action(caller, want->ours ? want->ours : want->pid, exe, res);
-	pin_close(&want->pidfd);
+	if (r == 0)
+		r = patch_begin(caller, want->ours, &pin, action, deadline_ms, res, &j->patch);
+	if (r < 0 || !j->patch)
+		return action_end(j, r);
+	*ret = j;
+	r = action_step(j, ret_wake_ms);
+	if (r != ACTION_AGAIN)
+		*ret = NULL;
+	return r;
+}
+
+int action_step(struct action_job *j, uint64_t *ret_wake_ms)
+{
+	int r = patch_step(j->patch, ret_wake_ms);
+
+	if (r == PATCH_AGAIN)
+		return ACTION_AGAIN;
+	return action_end(j, r);
+}
+
+void action_cancel(struct action_job *j, int err, const char *why)
+{
+	action_end(j, patch_cancel(j->patch, err, why));
 }

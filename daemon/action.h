@@ -3,8 +3,9 @@
  * A request's targets, from the PIDs the caller named to the replies:
  * resolve each PID in the caller's PID namespace and pin it the moment the
  * request is read (action_expand_*), then, at each target's turn, check the
- * pin, authorize the caller, run the patch procedure (or only read, for
- * status), and log the outcome once (action_run).
+ * pin, authorize the caller, run the patch procedure an attempt per turn
+ * (or only read, for status), and log the outcome once (action_start,
+ * action_step).
  */
 #ifndef BTGUARD_ACTION_H
 #define BTGUARD_ACTION_H
@@ -78,13 +79,29 @@ void action_expand_free(struct action_expansion *x);
 /* Releases the pins of t[0..n) still held, and frees t. */
 void action_targets_free(struct action_target *t, size_t n);
 
+/* One target being acted on across turns: between two attempts, nothing is stopped. */
+struct action_job;
+
+/* action_start()/action_step(): the target is busy, try again at *ret_wake_ms. */
+#define ACTION_AGAIN 1
+
 /*
- * Acts on one target and releases its pin.  Never fails as a function:
- * every outcome, success or error, is written into *res (pid, error,
- * state, sites, message, pause), which the caller sends as one RESULT.
+ * Acts on one target: checks its pin, authorizes, prepares, makes the
+ * first attempt.  Never fails as a function: every outcome, success or
+ * error, ends up in *res (pid, error, state, sites, message, pause), which
+ * the caller sends as one RESULT; res must live until the target is
+ * answered.  Returns 0 when it is (logged, pin released), or ACTION_AGAIN
+ * with *ret set: call action_step(*ret) again once CLOCK_MONOTONIC reaches
+ * *ret_wake_ms (ms).
  */
-void action_run(const struct auth_caller *caller, unsigned action,
-		uint32_t deadline_ms, struct action_target *target,
-		struct proto_result *res);
+int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+		 struct action_target *target, struct proto_result *res,
+		 struct action_job **ret, uint64_t *ret_wake_ms);
+
+/* The next attempt: as action_start(); on 0 the job is freed. */
+int action_step(struct action_job *j, uint64_t *ret_wake_ms);
+
+/* Answers now with err and why instead of another attempt (logged, pin released), frees j. */
+void action_cancel(struct action_job *j, int err, const char *why);
 
 #endif

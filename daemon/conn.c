@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * One client connection of the control socket: reading its messages (one at
- * a time: exactly the 12-byte header, then exactly the payload it
- * announces), turning a request into targets, running them one per turn
- * when the loop says so, queueing RESULT/DONE/ERROR replies, and the
- * connection's limits.  server.c owns the loop and decides whose turn it is.
+ * The client connections of the control socket, like OpenBSD ntpd's
+ * control.c: this file accepts them (SO_PEERCRED once, the connection
+ * slots), keeps their list and closes them, and nobody else links or
+ * unlinks one.  On each: reading its messages (one at a time: exactly the
+ * 12-byte header, then exactly the payload it announces), handing a
+ * request to the queue (queue.c, which decides when its targets run),
+ * queueing RESULT/DONE/ERROR replies as the queue answers, and the
+ * connection's limits.  server.c owns the loop.
  *
  * A misbehaving client only ever loses its own connection: it is told why
  * (an ERROR message) when that can still reach it, logged at notice with
@@ -14,12 +17,13 @@
  *  - input: one message at a time, at most PROTO_HEADER_SIZE +
  *    PROTO_MAX_PAYLOAD bytes; a started message must complete in 10 s;
  *  - idle: nothing pending and nothing half-read for 60 s closes it, or
- *    for 5 s while the daemon is crowded (struct server's crowded);
+ *    for 5 s while the daemon is crowded (struct conn_set's crowded);
  *  - output: capped at 8 MiB; above 1 MiB its targets wait until it
  *    drains; 10 s without the client reading anything drops it.
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +36,8 @@
 #include "action.h"
 #include "conn.h"
 #include "log.h"
+#include "queue.h"
+#include "timeutil.h"
 
 #define MESSAGE_TIMEOUT_MS  10000u
 #define IDLE_TIMEOUT_MS     60000u
@@ -42,7 +48,7 @@
 /* An output buffer bigger than this is freed once drained, not kept. */
 #define OUT_KEEP            (64u << 10)
 
-#define SHUTDOWN_TEXT "btguardd is stopping; nothing was done"
+#define SHUTDOWN_TEXT QUEUE_SHUTDOWN_TEXT
 
 
 static size_t out_pending(const struct conn *c)
@@ -64,99 +70,154 @@ static void input_reset(struct conn *c)
 	c->have_header = false;
 }
 
-/* ---------------------------------------------------------- the queue -- */
-
-static void work_enqueue(struct server *srv, struct conn *c)
+/*
+ * Above the high-water mark the connection's targets wait until it
+ * drains: a client that does not read cannot make the daemon buffer more.
+ */
+static void conn_hold_back(struct conn *c)
 {
-	if (c->queued || c->fd < 0 || srv->stopping || !c->busy ||
-	    (!c->expanding && c->next_target >= c->ntargets) || out_pending(c) > OUT_HIGH_WATER)
-		return;
-	c->work_next = NULL;
-	if (srv->work_tail)
-		srv->work_tail->work_next = c;
-	else
-		srv->work_head = c;
-	srv->work_tail = c;
-	c->queued = true;
-}
-
-static struct conn *work_pop(struct server *srv)
-{
-	struct conn *c = srv->work_head;
-
-	if (!c)
-		return NULL;
-	srv->work_head = c->work_next;
-	if (!srv->work_head)
-		srv->work_tail = NULL;
-	c->work_next = NULL;
-	c->queued = false;
-	return c;
-}
-
-static void work_remove(struct server *srv, struct conn *c)
-{
-	struct conn **pp, *prev = NULL;
-
-	if (!c->queued)
-		return;
-	for (pp = &srv->work_head; *pp; prev = *pp, pp = &(*pp)->work_next) {
-		if (*pp != c)
-			continue;
-		*pp = c->work_next;
-		if (srv->work_tail == c)
-			srv->work_tail = prev;
-		break;
-	}
-	c->work_next = NULL;
-	c->queued = false;
+	if (c->fd >= 0)
+		queue_hold_back(c->set->queue, &c->work, out_pending(c) > OUT_HIGH_WATER);
 }
 
 /* ------------------------------------------------------ connections -- */
 
-void conn_close(struct server *srv, struct conn *c)
+/* Closes c now (queued replies are lost); its memory lives until conn_bury(). */
+static void conn_close(struct conn_set *s, struct conn *c)
 {
 	if (c->fd < 0)
 		return;
-	work_remove(srv, c);
-	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	queue_cancel(s->queue, &c->work);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->fd = -1;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		srv->conns = c->next;
+		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
 	/* Events of this very turn may still point at c: free it at the end. */
 	c->prev = NULL;
-	c->next = srv->graveyard;
-	srv->graveyard = c;
-	if (--srv->nconns == 0)
-		srv->idle_since = now_ms();
+	c->next = s->graveyard;
+	s->graveyard = c;
+	if (--s->nconns == 0)
+		s->idle_since = now_ms();
 }
 
 static void conn_free(struct conn *c)
 {
 	free(c->payload);
-	action_expand_free(c->expanding);
-	action_targets_free(c->targets, c->ntargets);
 	free(c->out);
 	free(c);
 }
 
-void conn_bury(struct server *srv)
+void conn_bury(struct conn_set *s)
 {
-	while (srv->graveyard) {
-		struct conn *c = srv->graveyard;
+	while (s->graveyard) {
+		struct conn *c = s->graveyard;
 
-		srv->graveyard = c->next;
+		s->graveyard = c->next;
 		conn_free(c);
 	}
 }
 
+/* Open connections of uid (at most SERVER_MAX_CONNS to walk, once per accept). */
+static unsigned conns_of(const struct conn_set *s, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		n += c->caller.uid == uid;
+	return n;
+}
+
+/*
+ * Slots are shared out (conn.h): the cap on one uid, then the reserve only
+ * root may use, so 1,024 idle connections of one user lock nobody out.
+ */
+int conn_accept(struct conn_set *s, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct conn *c;
+
+	if (s->nconns >= SERVER_MAX_CONNS) {
+		log_msg(LOG_DEBUG, "refusing a client: already %u connections", s->nconns);
+		close(fd);
+		return 0;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
+		log_msg(LOG_DEBUG, "refusing a client: SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return 0;
+	}
+	if (cred.uid != 0 && s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {
+		log_msg(LOG_DEBUG, "refusing a client of uid %u: the last %u connections are root's",
+			(unsigned)cred.uid, SERVER_ROOT_RESERVE);
+		close(fd);
+		return 0;
+	}
+	if (cred.uid != 0 && conns_of(s, cred.uid) >= SERVER_MAX_CONNS_PER_UID) {
+		log_msg(LOG_DEBUG, "refusing a client: uid %u already has %u connections",
+			(unsigned)cred.uid, SERVER_MAX_CONNS_PER_UID);
+		close(fd);
+		return 0;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->set = s;
+	c->fd = fd;
+	c->caller.pid = cred.pid;
+	c->caller.uid = cred.uid;
+	c->caller.gid = cred.gid;
+	c->events = ev.events;
+	c->last_activity = now_ms();
+	ev.data.ptr = c;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		log_msg(LOG_WARNING, "cannot watch a client: %s", strerror(errno));
+		close(fd);
+		free(c);
+		return 0;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	log_msg(LOG_DEBUG, "client connected: pid=%d uid=%u gid=%u (%u connection(s))",
+		(int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid, s->nconns);
+	return 0;
+}
+
+int conn_set_init(struct conn_set *s, int epfd, struct queue *q)
+{
+	memset(s, 0, sizeof(*s));
+	s->epfd = epfd;
+	s->queue = q;
+	s->idle_since = now_ms();
+	s->req = malloc(sizeof(*s->req));
+	s->msg = malloc(MSG_BUF_SIZE);
+	return s->req && s->msg ? 0 : -ENOMEM;
+}
+
+void conn_set_fini(struct conn_set *s)
+{
+	while (s->conns)
+		conn_close(s, s->conns);
+	conn_bury(s);
+	free(s->req);
+	free(s->msg);
+	s->req = NULL;
+	s->msg = NULL;
+}
+
 __attribute__((format(printf, 3, 4)))
-static void conn_drop(struct server *srv, struct conn *c, const char *fmt, ...)
+static void conn_drop(struct conn_set *s, struct conn *c, const char *fmt, ...)
 {
 	char why[256];
 	va_list ap;
@@ -166,24 +227,26 @@ static void conn_drop(struct server *srv, struct conn *c, const char *fmt, ...)
 	va_end(ap);
 	log_msg(LOG_NOTICE, "dropping client pid=%d uid=%u: %s", (int)c->caller.pid,
 		(unsigned)c->caller.uid, why);
-	conn_close(srv, c);
+	conn_close(s, c);
 }
 
 /* The peer is gone (or unusable): whatever it still had queued is not run. */
-static void conn_gone(struct server *srv, struct conn *c, const char *why)
+static void conn_gone(struct conn_set *s, struct conn *c, const char *why)
 {
-	if (c->expanding)
+	const struct queue_entry *w = &c->work;
+
+	if (w->expanding)
 		log_msg(LOG_DEBUG, "client pid=%d: %s; dropping a request still being read",
 			(int)c->caller.pid, why);
-	else if (c->busy && c->next_target < c->ntargets)
+	else if (w->busy && (w->job || w->next < w->ntargets))
 		log_msg(LOG_DEBUG, "client pid=%d: %s; dropping %zu pending target(s)",
-			(int)c->caller.pid, why, c->ntargets - c->next_target);
+			(int)c->caller.pid, why, w->ntargets - w->next + (w->job != NULL));
 	else
 		log_msg(LOG_DEBUG, "client pid=%d: %s", (int)c->caller.pid, why);
-	conn_close(srv, c);
+	conn_close(s, c);
 }
 
-static void conn_update_events(struct server *srv, struct conn *c)
+static void conn_update_events(struct conn_set *s, struct conn *c)
 {
 	struct epoll_event ev = { .data.ptr = c };
 	uint32_t want = 0;
@@ -194,22 +257,22 @@ static void conn_update_events(struct server *srv, struct conn *c)
 	if (!c->rdhup)
 		want |= EPOLLRDHUP;
 	/* One request at a time: pipelined bytes wait in the socket. */
-	if (!c->busy && !c->closing && !srv->stopping)
+	if (!c->work.busy && !c->closing && !s->stopping)
 		want |= EPOLLIN;
 	if (out_pending(c))
 		want |= EPOLLOUT;
 	if (want == c->events)
 		return;
 	ev.events = want;
-	if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
-		conn_drop(srv, c, "epoll_ctl: %s", strerror(errno));
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) {
+		conn_drop(s, c, "epoll_ctl: %s", strerror(errno));
 		return;
 	}
 	c->events = want;
 }
 
 /* Sends what the kernel takes now; closes c on a dead peer or when done closing. */
-static void conn_flush(struct server *srv, struct conn *c)
+static void conn_flush(struct conn_set *s, struct conn *c)
 {
 	while (out_pending(c)) {
 		ssize_t n = send(c->fd, c->out + c->out_off, out_pending(c),
@@ -220,7 +283,7 @@ static void conn_flush(struct server *srv, struct conn *c)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			conn_gone(srv, c, strerror(errno));
+			conn_gone(s, c, strerror(errno));
 			return;
 		}
 		c->out_off += (size_t)n;
@@ -236,12 +299,12 @@ static void conn_flush(struct server *srv, struct conn *c)
 		if (c->closing) {
 			log_msg(LOG_DEBUG, "client pid=%d: closed after its last reply",
 				(int)c->caller.pid);
-			conn_close(srv, c);
+			conn_close(s, c);
 			return;
 		}
 	}
 	/* Back under the high-water mark: its targets may run again. */
-	work_enqueue(srv, c);
+	conn_hold_back(c);
 }
 
 /* Appends one encoded message to c's output queue; -ENOBUFS above the cap. */
@@ -276,21 +339,21 @@ static int conn_queue(struct conn *c, const uint8_t *data, size_t n)
 	return 0;
 }
 
-/* Queues a message already encoded in srv->msg (length r, or -errno). */
-static void conn_send_encoded(struct server *srv, struct conn *c, int r, const char *what)
+/* Queues a message already encoded in s->msg (length r, or -errno). */
+static void conn_send_encoded(struct conn_set *s, struct conn *c, int r, const char *what)
 {
 	if (r < 0) {
 		log_msg(LOG_ERR, "cannot encode %s for client pid=%d: %s", what,
 			(int)c->caller.pid, strerror(-r));
-		conn_close(srv, c);
+		conn_close(s, c);
 		return;
 	}
-	r = conn_queue(c, srv->msg, (size_t)r);
+	r = conn_queue(c, s->msg, (size_t)r);
 	if (r < 0) {
-		conn_drop(srv, c, "more than %u bytes of replies queued and not read", OUT_HARD_CAP);
+		conn_drop(s, c, "more than %u bytes of replies queued and not read", OUT_HARD_CAP);
 		return;
 	}
-	conn_flush(srv, c);
+	conn_flush(s, c);
 }
 
 /*
@@ -298,7 +361,7 @@ static void conn_send_encoded(struct server *srv, struct conn *c, int r, const c
  * it sent after the bad bytes is never read.
  */
 __attribute__((format(printf, 4, 5)))
-static void conn_reject(struct server *srv, struct conn *c, uint32_t code, const char *fmt, ...)
+static void conn_reject(struct conn_set *s, struct conn *c, uint32_t code, const char *fmt, ...)
 {
 	char why[PROTO_MAX_MESSAGE + 1];
 	va_list ap;
@@ -310,114 +373,95 @@ static void conn_reject(struct server *srv, struct conn *c, uint32_t code, const
 		(unsigned)c->caller.uid, why, proto_error_name(code));
 	input_reset(c);
 	c->closing = true;
-	conn_send_encoded(srv, c, proto_encode_error(code, why, srv->msg, MSG_BUF_SIZE), "ERROR");
-	conn_update_events(srv, c);
+	conn_send_encoded(s, c, proto_encode_error(code, why, s->msg, MSG_BUF_SIZE), "ERROR");
+	conn_update_events(s, c);
 }
 
 /* ------------------------------------------------------------- input -- */
 
-static void finish_request(struct server *srv, struct conn *c)
+/* The queue could not list the request's targets (our failure, not the client's), or stops. */
+static struct conn *conn_of(struct queue_entry *w)
 {
-	uint32_t count = (uint32_t)c->next_target;   /* every target up to here was answered */
-
-	action_targets_free(c->targets, c->ntargets);
-	c->targets = NULL;
-	c->ntargets = c->next_target = 0;
-	c->busy = false;
-	c->last_activity = now_ms();
-	srv->requests_served++;
-	conn_send_encoded(srv, c, proto_encode_done(count, srv->msg, MSG_BUF_SIZE), "DONE");
-	conn_update_events(srv, c);
+	return (struct conn *)((char *)w - offsetof(struct conn, work));
 }
 
-/* Our failure, not the client's: tell it and keep the connection. */
-static void expand_failed(struct server *srv, struct conn *c, int r)
+static void conn_request_failed(struct queue_entry *w, int r)
 {
-	log_msg(LOG_ERR, "cannot list the targets of a request: %s",
-		r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
-	action_expand_free(c->expanding);
-	c->expanding = NULL;
-	if (c->next_target > 0) {
-		/* A --tree relist: the results sent stand; DONE ends them. */
-		finish_request(srv, c);
-		return;
-	}
-	c->busy = false;
+	struct conn *c = conn_of(w);
+	struct conn_set *s = c->set;
+	bool stop = r == -BTG_ERR_SHUTDOWN;
+
+	if (!stop)
+		log_msg(LOG_ERR, "cannot list the targets of a request: %s",
+			r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
 	c->last_activity = now_ms();
-	conn_send_encoded(srv, c,
+	conn_send_encoded(s, c,
 			  proto_encode_error(proto_error_from_negative(r),
-					     "the daemon could not list the request's targets",
-					     srv->msg, MSG_BUF_SIZE), "ERROR");
+					     stop ? SHUTDOWN_TEXT : "the daemon could not list the request's targets",
+					     s->msg, MSG_BUF_SIZE), "ERROR");
 	if (c->fd >= 0)
-		conn_update_events(srv, c);
+		conn_update_events(s, c);
 }
 
-/*
- * One bounded step of resolving and pinning c's targets (ACTION_STEP_US):
- * a request naming thousands of PIDs, or coming from another PID
- * namespace, takes its turns like any other instead of holding the loop.
- */
-static void expand_step(struct server *srv, struct conn *c)
+static void conn_result(struct queue_entry *w, const struct proto_result *res)
 {
-	int r = action_expand_step(c->expanding);
+	struct conn *c = conn_of(w);
+	struct conn_set *s = c->set;
 
-	if (r < 0) {
-		expand_failed(srv, c, r);
-		return;
-	}
-	if (r > 0) {
-		action_expand_end(c->expanding, &c->targets, &c->ntargets);
-		c->expanding = NULL;
-		log_msg(LOG_DEBUG, "client pid=%d: %zu target(s)", (int)c->caller.pid, c->ntargets);
-		if (c->next_target >= c->ntargets) {   /* none, or a relist found no new child */
-			finish_request(srv, c);
-			return;
-		}
-	}
-	work_enqueue(srv, c);
-	conn_update_events(srv, c);
+	conn_send_encoded(s, c, proto_encode_result(res, s->msg, MSG_BUF_SIZE), "RESULT");
+	if (c->fd >= 0)
+		conn_update_events(s, c);
 }
 
-static void take_request(struct server *srv, struct conn *c)
+static void conn_done(struct queue_entry *w, uint32_t count)
+{
+	struct conn *c = conn_of(w);
+	struct conn_set *s = c->set;
+
+	c->last_activity = now_ms();
+	s->requests_served++;
+	conn_send_encoded(s, c, proto_encode_done(count, s->msg, MSG_BUF_SIZE), "DONE");
+	if (c->fd >= 0)
+		conn_update_events(s, c);
+}
+
+const struct queue_ops conn_queue_ops = {
+	.result = conn_result,
+	.done = conn_done,
+	.failed = conn_request_failed,
+};
+
+static void take_request(struct conn_set *s, struct conn *c)
 {
 	struct proto_verdict why;
-	int r = proto_decode_request(c->payload, c->hdr.length, srv->req, &why);
+	int r = proto_decode_request(c->payload, c->hdr.length, s->req, &why);
 
 	if (r < 0) {
-		conn_reject(srv, c, why.code, "%s", why.text);
+		conn_reject(s, c, why.code, "%s", why.text);
 		return;
 	}
 	input_reset(c);
 	/* Pins its targets from now on; the rest of the work is done in turns. */
-	r = action_expand_new(&c->caller, srv->req, &c->expanding);
+	r = queue_submit(s->queue, &c->work, &c->caller, s->req);
 	if (r < 0) {
-		expand_failed(srv, c, r);
+		conn_request_failed(&c->work, r);
 		return;
 	}
-	c->busy = true;
-	c->tree = (srv->req->flags & PROTO_FLAG_TREE) && srv->req->action != PROTO_ACTION_STATUS;
-	c->relists = 0;
-	c->relist_from = 0;
-	c->action = srv->req->action;
-	c->deadline_ms = srv->req->deadline_ms ? srv->req->deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
-	c->next_target = c->ntargets = 0;
-	log_msg(LOG_DEBUG, "client pid=%d uid=%u: %s request, %u PID(s)", (int)c->caller.pid,
-		(unsigned)c->caller.uid, proto_action_name(c->action), srv->req->npids);
-	/* A first step at once: most requests are done with it. */
-	expand_step(srv, c);
+	if (c->fd >= 0)
+		conn_update_events(s, c);
 }
 
-static bool take_header(struct server *srv, struct conn *c)
+static bool take_header(struct conn_set *s, struct conn *c)
 {
 	struct proto_verdict why;
 	int r = proto_decode_header(c->hdr_buf, PROTO_HEADER_SIZE, &c->hdr, &why);
 
 	if (r < 0) {
-		conn_reject(srv, c, why.code, "%s", why.text);
+		conn_reject(s, c, why.code, "%s", why.text);
 		return false;
 	}
 	if (c->hdr.kind != PROTO_KIND_REQUEST) {
-		conn_reject(srv, c, BTG_ERR_PROTO,
+		conn_reject(s, c, BTG_ERR_PROTO,
 			    "clients may send only REQUEST messages (kind %u), not kind %u",
 			    PROTO_KIND_REQUEST, (unsigned)c->hdr.kind);
 		return false;
@@ -426,14 +470,14 @@ static bool take_header(struct server *srv, struct conn *c)
 	if (c->hdr.length) {
 		c->payload = malloc(c->hdr.length);
 		if (!c->payload) {
-			conn_drop(srv, c, "no memory for a %u-byte payload", c->hdr.length);
+			conn_drop(s, c, "no memory for a %u-byte payload", c->hdr.length);
 			return false;
 		}
 	}
 	return true;
 }
 
-static void conn_eof(struct server *srv, struct conn *c)
+static void conn_eof(struct conn_set *s, struct conn *c)
 {
 	if (input_partial(c))
 		log_msg(LOG_DEBUG, "client pid=%d: closed in the middle of a message",
@@ -443,15 +487,15 @@ static void conn_eof(struct server *srv, struct conn *c)
 	input_reset(c);
 	c->rdhup = true;
 	c->closing = true;
-	conn_flush(srv, c);    /* closes at once when nothing is queued */
-	conn_update_events(srv, c);
+	conn_flush(s, c);    /* closes at once when nothing is queued */
+	conn_update_events(s, c);
 }
 
 /*
  * Reads at most one message: exactly the header's 12 bytes, then exactly
  * the payload, never a byte of the next message.
  */
-static void conn_read(struct server *srv, struct conn *c)
+static void conn_read(struct conn_set *s, struct conn *c)
 {
 	for (;;) {
 		uint8_t *dst;
@@ -470,11 +514,11 @@ static void conn_read(struct server *srv, struct conn *c)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				conn_gone(srv, c, strerror(errno));
+				conn_gone(s, c, strerror(errno));
 			return;
 		}
 		if (n == 0) {
-			conn_eof(srv, c);
+			conn_eof(s, c);
 			return;
 		}
 		c->last_activity = now_ms();
@@ -484,156 +528,113 @@ static void conn_read(struct server *srv, struct conn *c)
 			c->hdr_len += (size_t)n;
 			if (c->hdr_len < PROTO_HEADER_SIZE)
 				continue;
-			if (!take_header(srv, c))
+			if (!take_header(s, c))
 				return;
 		} else {
 			c->pay_len += (size_t)n;
 		}
 		if (c->pay_len == c->hdr.length) {
-			take_request(srv, c);
+			take_request(s, c);
 			return;
 		}
 	}
 }
 
-void conn_event(struct server *srv, struct conn *c, uint32_t events)
+void conn_event(struct conn_set *s, struct conn *c, uint32_t events)
 {
 	if (c->fd < 0)
 		return;
 	if (events & (EPOLLHUP | EPOLLERR)) {
 		/* Gone for good: nothing we send can arrive, so do no more for it. */
-		conn_gone(srv, c, "disconnected");
+		conn_gone(s, c, "disconnected");
 		return;
 	}
 	if (events & EPOLLRDHUP)
 		c->rdhup = true;
 	if (events & EPOLLOUT) {
-		conn_flush(srv, c);
+		conn_flush(s, c);
 		if (c->fd < 0)
 			return;
 	}
-	if ((events & EPOLLIN) && !c->busy && !c->closing && !srv->stopping) {
-		conn_read(srv, c);
+	if ((events & EPOLLIN) && !c->work.busy && !c->closing && !s->stopping) {
+		conn_read(s, c);
 		if (c->fd < 0)
 			return;
 	}
-	conn_update_events(srv, c);
+	conn_update_events(s, c);
 }
 
-/* ------------------------------------------------------------- turns -- */
+/* ------------------------------------------------------------- stop -- */
 
-/* ------------------------------------------------------------- work -- */
-
-/*
- * --tree after guard or unguard: every target has run, so list the
- * children of those that ran since the last round again, as a new
- * expansion that keeps the targets so far.  True when one was started.
- */
-static bool relist(struct conn *c)
-{
-	size_t from = c->relist_from;
-	int r;
-
-	if (!c->tree || c->relists >= ACTION_TREE_RELISTS || from >= c->ntargets)
-		return false;
-	r = action_expand_relist(&c->caller, c->targets, c->ntargets, from, &c->expanding);
-	c->targets = NULL;   /* the expansion holds them now, or freed them */
-	c->relists++;
-	c->relist_from = c->ntargets;
-	if (r < 0) {
-		c->ntargets = 0;
-		c->expanding = NULL;
-		log_msg(LOG_ERR, "cannot list children again: %s", strerror(-r));
-		return false;
-	}
-	return true;
-}
-
-void conn_run_one_target(struct server *srv)
-{
-	struct conn *c = work_pop(srv);
-
-	if (!c)
-		return;
-	if (c->expanding) {
-		expand_step(srv, c);
-		return;
-	}
-	action_run(&c->caller, c->action, c->deadline_ms, &c->targets[c->next_target++], srv->res);
-	conn_send_encoded(srv, c, proto_encode_result(srv->res, srv->msg, MSG_BUF_SIZE), "RESULT");
-	if (c->fd < 0)
-		return;
-	if (c->next_target == c->ntargets && !relist(c))
-		finish_request(srv, c);
-	else if (c->fd >= 0)
-		work_enqueue(srv, c);
-	if (c->fd >= 0)
-		conn_update_events(srv, c);
-}
-
-size_t conn_answer_shutdown(struct server *srv, struct conn *c)
+/* At shutdown: c's remaining targets answered "shutdown", then it closes once flushed. */
+static size_t conn_answer_shutdown(struct conn_set *s, struct conn *c)
 {
 	size_t n = 0;
 
-	work_remove(srv, c);
-	if (c->expanding && c->next_target > 0) {
-		/* A --tree relist: what ran was answered; the rest is not started. */
-		action_expand_free(c->expanding);
-		c->expanding = NULL;
-		finish_request(srv, c);
-	} else if (c->expanding) {
-		/* Not one target listed yet: the request as a whole is refused. */
-		action_expand_free(c->expanding);
-		c->expanding = NULL;
-		c->busy = false;
-		conn_send_encoded(srv, c, proto_encode_error(BTG_ERR_SHUTDOWN, SHUTDOWN_TEXT, srv->msg,
-							     MSG_BUF_SIZE), "ERROR");
-	} else if (c->busy) {
-		while (c->fd >= 0 && c->next_target < c->ntargets) {
-			struct proto_result *res = srv->res;
-
-			memset(res, 0, sizeof(*res));
-			res->pid = c->targets[c->next_target++].pid;
-			res->error = BTG_ERR_SHUTDOWN;
-			res->action = (uint8_t)c->action;
-			res->state = PROTO_PROC_UNKNOWN;
-			snprintf(res->message, sizeof(res->message), "%s", SHUTDOWN_TEXT);
-			conn_send_encoded(srv, c, proto_encode_result(res, srv->msg, MSG_BUF_SIZE),
-					  "RESULT");
-			n++;
-		}
-		if (c->fd >= 0)
-			finish_request(srv, c);
+	if (c->work.busy) {
+		n = queue_shutdown(s->queue, &c->work);
 	} else if (input_partial(c)) {
 		input_reset(c);
-		conn_send_encoded(srv, c, proto_encode_error(BTG_ERR_SHUTDOWN, SHUTDOWN_TEXT, srv->msg,
-							     MSG_BUF_SIZE), "ERROR");
+		conn_send_encoded(s, c, proto_encode_error(BTG_ERR_SHUTDOWN, SHUTDOWN_TEXT, s->msg,
+							    MSG_BUF_SIZE), "ERROR");
 	}
 	if (c->fd < 0)
 		return n;
 	c->closing = true;
-	conn_flush(srv, c);
-	conn_update_events(srv, c);
+	conn_flush(s, c);
+	if (c->fd >= 0)
+		conn_update_events(s, c);
 	return n;
 }
 
-void conn_check_timers(struct server *srv, struct conn *c, uint64_t now)
+size_t conn_stop_all(struct conn_set *s)
 {
-	unsigned idle_limit = srv->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
+	struct conn *c, *next;
+	size_t n = 0;
+
+	s->stopping = true;
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		n += conn_answer_shutdown(s, c);
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------ timers -- */
+
+static void conn_check_timers(struct conn_set *s, struct conn *c, uint64_t now)
+{
+	unsigned idle_limit = s->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
 
 	if (out_pending(c) && now - c->out_progress >= WRITE_STALL_MS)
-		conn_drop(srv, c, "read nothing for %u s while replies were waiting",
+		conn_drop(s, c, "read nothing for %u s while replies were waiting",
 			  WRITE_STALL_MS / 1000);
 	else if (input_partial(c) && !c->closing && now - c->msg_start >= MESSAGE_TIMEOUT_MS)
-		conn_reject(srv, c, BTG_ERR_LIMIT,
+		conn_reject(s, c, BTG_ERR_LIMIT,
 			    "message not completed within %u s (%zu of %zu bytes received)",
 			    MESSAGE_TIMEOUT_MS / 1000,
 			    c->hdr_len + c->pay_len,
 			    PROTO_HEADER_SIZE + (c->have_header ? (size_t)c->hdr.length : 0));
-	else if (!c->busy && !c->closing && !input_partial(c) && !out_pending(c) &&
+	else if (!c->work.busy && !c->closing && !input_partial(c) && !out_pending(c) &&
 		 now - c->last_activity >= idle_limit) {
 		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s%s; closing", (int)c->caller.pid,
 			idle_limit / 1000, idle_limit < IDLE_TIMEOUT_MS ? " while crowded" : "");
-		conn_close(srv, c);
+		conn_close(s, c);
+	}
+}
+
+void conn_sweep(struct conn_set *s, uint64_t now)
+{
+	struct conn *c, *next;
+
+	/*
+	 * Decided once per sweep: every connection idle past the short limit
+	 * goes, not just enough of them to dip under the mark (a flood of
+	 * idle clients would refill it at once).
+	 */
+	s->crowded = s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		conn_check_timers(s, c, now);
 	}
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the daemon's socket code: the state server.c (the event loop)
- * and conn.c (one client connection) share.  server.c owns struct server
- * and the loop; conn.c owns everything that happens on one connection.
+ * The client connections of the control socket (conn.c): their list, from
+ * accept to close, and everything that happens on one.  server.c (the
+ * loop) hands accepted sockets and epoll events in; the queue (queue.c)
+ * decides when a connection's targets run.  Every field below is written
+ * by conn.c alone, but struct queue_entry's inside struct conn, which are
+ * queue.c's.
  */
 #ifndef BTGUARD_CONN_H
 #define BTGUARD_CONN_H
@@ -15,7 +18,7 @@
 #include "../proto/proto.h"
 #include "action.h"
 #include "auth.h"
-#include "server.h"
+#include "queue.h"
 
 /*
  * Connection slots.  Any one non-root uid may hold SERVER_MAX_CONNS_PER_UID,
@@ -30,13 +33,15 @@
 /* Encode scratch: the largest message there is. */
 #define MSG_BUF_SIZE (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
 
+struct conn_set;
+
 struct conn {
+	struct conn_set *set;
 	int fd;                    /* -1 once closed (then on the graveyard) */
 	uint32_t events;           /* what epoll watches for it now */
 	struct auth_caller caller; /* SO_PEERCRED at accept, never re-read */
 	struct conn *prev, *next;  /* every open connection */
-	struct conn *work_next;    /* runnable queue, when queued */
-	bool queued;
+	struct queue_entry work;   /* its request's targets: queue.c's */
 
 	/* Input: the header, then exactly hdr.length payload bytes. */
 	uint8_t hdr_buf[PROTO_HEADER_SIZE];
@@ -46,21 +51,6 @@ struct conn {
 	uint8_t *payload;
 	size_t pay_len;
 	uint64_t msg_start;        /* first byte of the message being read */
-
-	/*
-	 * The request being answered: first its targets are resolved and
-	 * pinned, a step per turn (expanding), then targets[next_target..]
-	 * still to run, one per turn.
-	 */
-	bool busy;
-	bool tree;                 /* --tree: children are listed again after their turn */
-	unsigned relists;          /* rounds of that so far */
-	size_t relist_from;        /* targets[relist_from..] ran since the last round */
-	unsigned action;
-	uint32_t deadline_ms;
-	struct action_expansion *expanding;
-	struct action_target *targets;
-	size_t ntargets, next_target;
 
 	/* Output queue: out[out_off..out_len) still to send. */
 	uint8_t *out;
@@ -72,64 +62,51 @@ struct conn {
 	bool rdhup;                /* the peer shut down its sending side */
 };
 
-struct server {
-	const struct server_config *cfg;
-	int epfd, sigfd;
-	char listen_tag, signal_tag;  /* addresses used as epoll tags */
-	bool listening;               /* listen fd registered with epoll */
-	uint64_t accept_resume;       /* 0, or when to accept again after EMFILE */
-	uint64_t accept_warned;
+struct conn_set {
+	int epfd;                     /* the loop's: connections register themselves */
+	struct queue *queue;
 	struct conn *conns;
 	unsigned nconns;
-	struct conn *work_head, *work_tail;
 	struct conn *graveyard;       /* closed this turn, freed at its end */
-	bool stopping;
-	unsigned stop_signals;        /* SIGTERM/SIGINT seen; a second one ends the flush */
-	uint64_t idle_since;
-	uint64_t next_sweep;
+	bool stopping;                /* no new requests; replies still go out */
 	bool crowded;                 /* at the last sweep only root could still connect */
+	uint64_t idle_since;          /* when the last connection closed */
 	uint64_t requests_served;
-	char status[96];              /* last STATUS= sent */
-	uint64_t status_sent;
-	bool status_pending;
-	size_t orphans;            /* tracees still to be let go (ptrace_reap_orphans) */
-	/* ~17 KiB each: on the heap, shared, as only one target runs at a time. */
+	/* ~17 KiB: on the heap, shared, as one request is decoded at a time. */
 	struct proto_request *req;
-	struct proto_result *res;
 	uint8_t *msg;                 /* encode scratch, MSG_BUF_SIZE */
 };
 
-static inline uint64_t now_ms(void)
-{
-	struct timespec ts;
+/* The queue's view of connections: replies go back through these. */
+extern const struct queue_ops conn_queue_ops;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+int conn_set_init(struct conn_set *s, int epfd, struct queue *q);
 
-/* Closes c now (queued replies are lost); its memory lives until conn_bury(). */
-void conn_close(struct server *srv, struct conn *c);
+/* Closes every connection (queued replies are lost) and frees the set's memory. */
+void conn_set_fini(struct conn_set *s);
+
+/*
+ * Takes an accepted socket: reads SO_PEERCRED once and applies the
+ * connection slots (above).  Returns 0 (also when the client was refused
+ * and fd closed), or -ENOMEM when there was no memory for it (fd closed;
+ * the caller should pause accepting).
+ */
+int conn_accept(struct conn_set *s, int fd);
 
 /* Frees the connections closed since the last call. */
-void conn_bury(struct server *srv);
+void conn_bury(struct conn_set *s);
 
 /* Handles epoll events for c: reads, writes, hang-ups. */
-void conn_event(struct server *srv, struct conn *c, uint32_t events);
+void conn_event(struct conn_set *s, struct conn *c, uint32_t events);
+
+/* Applies every connection's message, idle and stalled-reader time limits. */
+void conn_sweep(struct conn_set *s, uint64_t now);
 
 /*
- * Runs one turn of the connection at the head of the work queue: a step of
- * resolving its request's targets, or its next target.
+ * At shutdown: no more requests; every connection's remaining targets are
+ * answered with "shutdown" (a half-read request gets an ERROR), and each
+ * closes once flushed.  Returns how many targets were answered that way.
  */
-void conn_run_one_target(struct server *srv);
-
-/*
- * At shutdown: answers c's remaining targets with "shutdown" (a half-read
- * request gets an ERROR), then marks it to close once flushed.  Returns how
- * many targets were answered that way.
- */
-size_t conn_answer_shutdown(struct server *srv, struct conn *c);
-
-/* Applies c's message, idle and stalled-reader time limits. */
-void conn_check_timers(struct server *srv, struct conn *c, uint64_t now);
+size_t conn_stop_all(struct conn_set *s);
 
 #endif

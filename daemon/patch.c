@@ -10,7 +10,10 @@
  *  3. Decide: nothing to write (already in the wanted state) ends here
  *     without stopping; any foreign site refuses the whole request (we never
  *     write over bytes we do not understand).
- *  4. Attempt, until the deadline:
+ *  4. Attempt, until the deadline; one attempt per patch_step() call, so
+ *     the event loop serves other targets between two (queue.c parks this
+ *     one until its back-off has passed).  Nothing is stopped between
+ *     attempts, and each re-reads the maps and sites first:
  *     a. find the processes sharing the address space (vmshare.c): they run
  *        the same bytes, so they are held and checked like threads; the
  *        caller must be allowed to act on each;
@@ -30,6 +33,10 @@
  *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
+ *
+ * The stop wait of one attempt (4c) is bounded by PATCH_STOP_WAIT_MS as
+ * well as by the deadline (patch.h says why), so a thread slow to stop
+ * holds the loop for one bounded attempt, not for the whole deadline.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,8 +60,9 @@
 #include "vmshare.h"
 #include "watchdog.h"
 
-#define BACKOFF_FIRST_US 500
-#define BACKOFF_MAX_US   20000
+/* Between attempts on a busy target: doubling from 1 ms to 20 ms. */
+#define BACKOFF_FIRST_MS 1u
+#define BACKOFF_MAX_MS   20u
 
 struct attempt {
 	pid_t pid;
@@ -67,7 +75,8 @@ struct attempt {
 	struct procfs_mapping *maps;      /* as of the last attempt */
 	size_t nmaps;
 	struct stackcheck *sc;
-	const struct timespec *deadline;
+	const struct timespec *deadline;  /* the request's */
+	struct timespec stop_by;          /* this attempt's stop wait ends here */
 	uint64_t pause_us, check_us;
 	char *why;
 	size_t why_len;
@@ -357,7 +366,7 @@ static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
 			ptrace_resume_all(w);
 			return r;
 		}
-		r = ptrace_stop_more(w, a->vs.sharers + a->vs.n - added, added, a->deadline, a->why,
+		r = ptrace_stop_more(w, a->vs.sharers + a->vs.n - added, added, &a->stop_by, a->why,
 				     a->why_len);
 		if (r < 0)
 			return r;
@@ -384,7 +393,7 @@ static int attempt_once(struct attempt *a)
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
-	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, a->deadline, a->why, a->why_len);
+	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, a->why, a->why_len);
 	if (r < 0)
 		return r;
 	r = stop_late_sharers(a, &w);
@@ -431,15 +440,6 @@ out_resume:
 	return r;
 }
 
-static void back_off(unsigned *us, const struct timespec *deadline)
-{
-	struct timespec left, nap = { 0, (long)*us * 1000L };
-
-	if (timespec_left(deadline, &left) && timespec_diff_ns(&nap, &left) > 0)
-		nanosleep(&nap, NULL);
-	*us = *us * 2 > BACKOFF_MAX_US ? BACKOFF_MAX_US : *us * 2;
-}
-
 static bool is_retryable(int r)
 {
 	return r == -BTG_ERR_BUSY || r == -BTG_ERR_STOP;
@@ -481,157 +481,230 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 	return 0;
 }
 
-/* Steps 3-4: runs attempts until one succeeds, fails for good, or the deadline passes. */
-static int run_writes(struct attempt *a, struct proto_result *res)
+struct patch_job {
+	struct attempt a;
+	struct auth_caller caller;
+	struct patch_pin pin;
+	struct site_list sites;
+	struct timespec deadline;
+	struct proto_result *res;
+	unsigned backoff_ms;
+	unsigned attempts;
+	char busy_why[PROTO_MAX_MESSAGE + 1];
+};
+
+/*
+ * Before each attempt but the first: the world moved while the target
+ * waited, so plan again from what it holds now.  The pin is checked before
+ * the reads, so a recycled PID's process is not read, and again after
+ * them, so what was read (or the failure to read it) is about the pinned
+ * process and nobody else.
+ */
+static int replan(struct patch_job *j, size_t *ret_todo)
 {
-	unsigned backoff = BACKOFF_FIRST_US;
-	char busy_why[PROTO_MAX_MESSAGE + 1] = "";
-	size_t todo;
-	int r, r2;
+	struct attempt *a = &j->a;
+	int r = check_pin(a->pid, a->pin, a->why, a->why_len), r2;
 
-	r = plan_writes(a, &todo);
-	if (r < 0)
-		return r;
-	if (todo == 0) {
-		snprintf(a->why, a->why_len, "already %s, nothing written", a->guard ? "guarded" : "unguarded");
-		return 0;
-	}
-	for (;;) {
-		struct timespec left;
-
-		watchdog_kick();  /* an operation may retry up to 60 s (watchdog.h) */
-		/* A thread killed while we held it (an exec's de_thread kills
-		 * every other thread) stays a zombie until its tracer, us, reaps
-		 * it, and the exec waits in D state for that: reap before the D
-		 * check, or the check waits out the deadline on our own zombie. */
-		ptrace_reap_orphans();
-		/*
-		 * Every pass reads /proc and memory by PID, and a retry may come
-		 * long after the pin was taken: never look at, let alone stop, a
-		 * process that has taken over the PID.
-		 */
-		r = check_pin(a->pid, a->pin, a->why, a->why_len);
-		if (r == 0)
-			r = scan_sharers(a);
-		if (r == 0)
-			r = check_world_interruptible(a);
-		if (r == 0) {
-			r = attempt_once(a);
-			if (a->pause_us > res->pause_us || r == 0) {
-				res->pause_us = (uint32_t)a->pause_us;
-				res->check_us = (uint32_t)a->check_us;
-			}
-		}
-		if (r == 0) {
-			res->flags |= PROTO_RESULT_WROTE;
-			a->why[0] = '\0';
-			return 0;
-		}
-		/*
-		 * An attempt the deadline cut short while stopping says less than
-		 * the check that refused the one before it: answer with that.
-		 */
-		if (r == -BTG_ERR_BUSY)
-			snprintf(busy_why, sizeof(busy_why), "%s", a->why);
-		else if (r == -BTG_ERR_STOP && busy_why[0] && !timespec_left(a->deadline, &left))
-			snprintf(a->why, a->why_len, "%s", busy_why);
-		if (!is_retryable(r) || !timespec_left(a->deadline, &left))
-			return r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r;
-		back_off(&backoff, a->deadline);
-		/*
-		 * The world moved while it ran: plan again from what it holds now.
-		 * The pin is checked before the reads, so a recycled PID's process
-		 * is not read, and again after them, so what was read (or the
-		 * failure to read it) is about the pinned process and nobody else.
-		 */
-		r = check_pin(a->pid, a->pin, a->why, a->why_len);
-		if (r == 0)
-			r = refresh_maps(a);
-		if (r == 0) {
-			r = sites_read(a->via, a->sites);
-			if (r < 0)
-				snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
-					 proto_strerror(r));
-		}
-		r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
-		if (r2 < 0)
-			r = r2;
-		if (r == 0)
-			r = plan_writes(a, &todo);
+	if (r == 0)
+		r = refresh_maps(a);
+	if (r == 0) {
+		r = sites_read(a->via, a->sites);
 		if (r < 0)
-			return r;
-		if (todo == 0)
-			return 0;  /* somebody else finished the job meanwhile */
+			snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
+				 proto_strerror(r));
 	}
+	r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
+	if (r2 < 0)
+		r = r2;
+	if (r == 0)
+		r = plan_writes(a, ret_todo);
+	return r;
 }
 
-int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	      unsigned action, uint32_t deadline_ms, struct proto_result *res)
+/* Step 5, and the answer: what the target holds now, if it is still the target. */
+static int finish(struct patch_job *j, int r)
 {
-	struct procfs_mapping *maps = NULL;
-	struct site_list sites = { 0 };
-	struct timespec deadline;
-	size_t nmaps = 0;
+	char scratch[PROTO_MAX_MESSAGE + 1];
+
+	/* If it cannot be read any more, the states are what we last saw or wrote. */
+	if (check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0)
+		sites_read(j->a.via, &j->sites);
+	fill_sites(j->res, &j->sites);
+	j->res->error = proto_error_from_negative(r);
+	return r;
+}
+
+/*
+ * Step 4, one attempt: all of it within one call, so nothing is stopped
+ * or traced when it returns.  A retryable refusal parks the target until
+ * its back-off has passed (PATCH_AGAIN); the event loop serves everybody
+ * else meanwhile.
+ */
+int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
+{
+	struct attempt *a = &j->a;
+	struct proto_result *res = j->res;
+	struct timespec left;
+	uint64_t now, until;
+	size_t todo;
+	int r;
+
+	watchdog_kick();
+	if (j->attempts++ > 0) {
+		r = replan(j, &todo);
+		if (r < 0)
+			return finish(j, r);
+		if (todo == 0) {
+			/* Somebody else finished the job meanwhile. */
+			snprintf(a->why, a->why_len, "already %s, nothing written",
+				 a->guard ? "guarded" : "unguarded");
+			return finish(j, 0);
+		}
+	}
+	/* A thread killed while we held it (an exec's de_thread kills
+	 * every other thread) stays a zombie until its tracer, us, reaps
+	 * it, and the exec waits in D state for that: reap before the D
+	 * check, or the check waits out the deadline on our own zombie. */
+	ptrace_reap_orphans();
+	/*
+	 * Every attempt reads /proc and memory by PID, and a retry may come
+	 * long after the pin was taken: never look at, let alone stop, a
+	 * process that has taken over the PID.
+	 */
+	r = check_pin(a->pid, a->pin, a->why, a->why_len);
+	if (r == 0)
+		r = scan_sharers(a);
+	if (r == 0)
+		r = check_world_interruptible(a);
+	if (r == 0) {
+		/* The stop wait ends at the bound or the deadline, whichever is first. */
+		timespec_after_ms(&a->stop_by, PATCH_STOP_WAIT_MS);
+		if (timespec_diff_ns(&a->stop_by, a->deadline) < 0)
+			a->stop_by = *a->deadline;
+		r = attempt_once(a);
+		if (a->pause_us > res->pause_us || r == 0) {
+			res->pause_us = (uint32_t)a->pause_us;
+			res->check_us = (uint32_t)a->check_us;
+		}
+	}
+	if (r == 0) {
+		res->flags |= PROTO_RESULT_WROTE;
+		a->why[0] = '\0';
+		return finish(j, 0);
+	}
+	/*
+	 * An attempt the deadline cut short while stopping says less than
+	 * the check that refused the one before it: answer with that.
+	 */
+	if (r == -BTG_ERR_BUSY)
+		snprintf(j->busy_why, sizeof(j->busy_why), "%s", a->why);
+	else if (r == -BTG_ERR_STOP && j->busy_why[0] && !timespec_left(a->deadline, &left))
+		snprintf(a->why, a->why_len, "%s", j->busy_why);
+	if (!is_retryable(r) || !timespec_left(a->deadline, &left))
+		return finish(j, r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r);
+	/* Back off, but never past the deadline: the last attempt comes at it. */
+	now = now_ms();
+	until = timespec_to_ms(a->deadline);
+	*ret_wake_ms = now + j->backoff_ms < until ? now + j->backoff_ms : until;
+	j->backoff_ms = j->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : j->backoff_ms * 2;
+	return PATCH_AGAIN;
+}
+
+int patch_cancel(struct patch_job *j, int err, const char *why)
+{
+	snprintf(j->a.why, j->a.why_len, "%s", why);
+	return finish(j, err);
+}
+
+void patch_end(struct patch_job *j)
+{
+	if (!j)
+		return;
+	stackcheck_free(j->a.sc);
+	vmshare_free(&j->a.vs);
+	sites_free(&j->sites);
+	free(j->a.maps);
+	free(j);
+}
+
+/* Steps 1-3: everything before the first attempt, done once. */
+int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+		unsigned action, uint32_t deadline_ms, struct proto_result *res,
+		struct patch_job **ret)
+{
+	struct patch_job *j;
+	size_t todo;
 	pid_t via;
 	int r;
 
-	timespec_after_ms(&deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
+	*ret = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		r = -ENOMEM;
+		goto out_answer;
+	}
+	j->caller = *caller;
+	j->pin = *pin;
+	j->res = res;
+	j->backoff_ms = BACKOFF_FIRST_MS;
+	timespec_after_ms(&j->deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
 	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
 	r = procfs_live_task(pid, &via);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "process %d has exited", pid);
 		r = -BTG_ERR_GONE;
-		goto out;
+		goto out_answer;
 	}
-	r = procfs_read_maps(via, &maps, &nmaps);
+	j->a = (struct attempt){
+		.pid = pid, .via = via, .pin = &j->pin, .caller = &j->caller,
+		.guard = action == PROTO_ACTION_GUARD, .sites = &j->sites,
+		.deadline = &j->deadline, .why = res->message, .why_len = sizeof(res->message),
+	};
+	r = procfs_read_maps(via, &j->a.maps, &j->a.nmaps);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot read /proc/%d/maps: %s", pid,
 			 strerror(-r));
 		r = procfs_gone(r) ? -BTG_ERR_GONE : r;
-		goto out;
+		goto out_answer;
 	}
-	r = sites_find(via, maps, nmaps, &sites, res->message, sizeof(res->message));
+	r = sites_find(via, j->a.maps, j->a.nmaps, &j->sites, res->message, sizeof(res->message));
 	if (r < 0)
-		goto out;
-	fill_sites(res, &sites);
+		goto out_answer;
+	fill_sites(res, &j->sites);
 	if (action == PROTO_ACTION_STATUS) {
-		if (sites.n == 0)
+		if (j->sites.n == 0)
 			snprintf(res->message, sizeof(res->message),
 				 "no backtrace() definition is loaded in this process");
-		goto out;
+		goto out_answer;
 	}
-	if (sites.n == 0) {
+	if (j->sites.n == 0) {
 		snprintf(res->message, sizeof(res->message),
 			 "no backtrace() definition is loaded in this process; nothing to %s",
 			 proto_action_name(action));
 		r = -BTG_ERR_NOSITE;
-		goto out;
+		goto out_answer;
 	}
-
-	struct attempt a = {
-		.pid = pid, .via = via, .pin = pin, .caller = caller, .guard = action == PROTO_ACTION_GUARD,
-		.sites = &sites, .maps = maps, .nmaps = nmaps, .deadline = &deadline,
-		.why = res->message, .why_len = sizeof(res->message),
-	};
-	r = stackcheck_new(pid, via, maps, nmaps, &a.sc);
+	r = plan_writes(&j->a, &todo);
+	if (r == 0 && todo == 0) {
+		snprintf(res->message, sizeof(res->message), "already %s, nothing written",
+			 j->a.guard ? "guarded" : "unguarded");
+		r = finish(j, 0);
+		goto out_end;
+	}
 	if (r == 0)
-		r = run_writes(&a, res);
-	stackcheck_free(a.sc);
-	vmshare_free(&a.vs);
-	maps = a.maps;  /* refreshed by retries */
-	/*
-	 * Report what the target holds now, whatever happened - if it is still
-	 * the target.  If it cannot be read any more, the states are what we
-	 * last saw or wrote.
-	 */
-	char scratch[PROTO_MAX_MESSAGE + 1];
-	if (check_pin(pid, pin, scratch, sizeof(scratch)) == 0)
-		sites_read(via, &sites);
-	fill_sites(res, &sites);
-out:
+		r = stackcheck_new(pid, via, j->a.maps, j->a.nmaps, &j->a.sc);
+	if (r < 0) {
+		r = finish(j, r);
+		goto out_end;
+	}
+	*ret = j;
+	return 0;
+
+out_answer:
 	res->error = proto_error_from_negative(r);
-	sites_free(&sites);
-	free(maps);
+out_end:
+	patch_end(j);
 	return r;
 }

@@ -18,13 +18,49 @@ struct patch_pin {
 	uint64_t starttime;
 };
 
+/* The work on one target between two attempts: everything read once, nothing stopped. */
+struct patch_job;
+
+/* patch_step(): the target was busy; call again at *ret_wake_ms. */
+#define PATCH_AGAIN 1
+
 /*
- * Runs action (PROTO_ACTION_*) on pid for caller (already authorized for
- * pid itself; processes sharing its memory are authorized here).  Fills
- * res->error (0 or a wire code), state, sites, flags, pause_us, check_us
- * and message.  Returns 0 or the negative code also stored in res->error.
+ * One attempt's wait for every thread to stop (step 4c), at most: a thread
+ * that is runnable stops the next time it is scheduled, which on a loaded
+ * machine can take a few scheduler periods - the bench's 1,024 idle
+ * threads stop in ~20 ms, 16 spinning threads on 2 CPUs in up to ~30 ms.
+ * 250 ms is ten times that, and what every other client waits at most for
+ * one attempt of a target slow to stop (plus a 50 ms grace, ptrace.c).
+ * A shorter deadline still wins.
  */
-int patch_run(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	      unsigned action, uint32_t deadline_ms, struct proto_result *res);
+#define PATCH_STOP_WAIT_MS 250u
+
+/*
+ * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
+ * pid itself; processes sharing its memory are authorized at each
+ * attempt): steps 1-3, before anything is stopped.  res is written until
+ * the job ends and must live as long.  Returns 0 with *ret set when
+ * attempts are to be made (call patch_step()), or with *ret NULL when res
+ * is already the whole answer (status, nothing to write), or the negative
+ * code also stored in res->error.
+ */
+int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+		unsigned action, uint32_t deadline_ms, struct proto_result *res,
+		struct patch_job **ret);
+
+/*
+ * Makes one attempt (step 4) and returns with nothing stopped: PATCH_AGAIN
+ * with *ret_wake_ms (CLOCK_MONOTONIC ms, never past the deadline) when the
+ * target was busy and the deadline allows another; else the answer is in
+ * res (error, state, sites, flags, pause_us, check_us, message) and the
+ * return value is 0 or the negative code also stored in res->error.
+ */
+int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
+
+/* Answers without another attempt (err, why), with the sites as they are now. */
+int patch_cancel(struct patch_job *j, int err, const char *why);
+
+/* Frees j (NULL is fine). */
+void patch_end(struct patch_job *j);
 
 #endif

@@ -65,8 +65,13 @@ static int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, 
 /* Everything below goes through ptrace_call(); ptrace.h poisons it for everybody else. */
 #pragma GCC poison ptrace
 
-/* Extra time a seized task gets to stop after the deadline before we park it. */
-#define ORPHAN_GRACE_MS 500
+/*
+ * Extra time a seized task gets to stop after the attempt's stop bound
+ * before we park it.  Short: the rest of the world stays stopped and the
+ * event loop waits meanwhile, while a parked task costs nothing but a
+ * check every ORPHAN_POLL_MS (server.c) until it stops and is let go.
+ */
+#define ORPHAN_GRACE_MS 50
 #define MAX_ORPHANS 4096
 
 /* How often resume_all tries a detach that fails before it parks the task. */
@@ -81,6 +86,12 @@ struct orphan {
 static struct orphan orphans[MAX_ORPHANS];
 static size_t n_orphans;
 static size_t orphans_lost;   /* parked nowhere: the table was full (a broken invariant) */
+static unsigned worlds_open;  /* see ptrace_worlds_open() */
+
+unsigned ptrace_worlds_open(void)
+{
+	return worlds_open;
+}
 
 /* Parks a task we cannot let go yet; false (and counted) when the table is full. */
 static bool park(pid_t tid, bool stopped, int sig)
@@ -279,7 +290,7 @@ static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline
 
 	if (!timespec_left(deadline, &left))
 		return false;
-	watchdog_cap_wait(&left);  /* a stop may be waited for up to 60 s (watchdog.h) */
+	watchdog_cap_wait(&left);  /* an attempt bounds it (patch.h), a caller might not */
 	if (ppoll(&p, 1, &left, NULL) > 0)
 		drain_signalfd(w->sigchld_fd);
 	watchdog_kick();
@@ -629,6 +640,9 @@ int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, siz
 	if (pthread_sigmask(SIG_BLOCK, &chld, &w->saved_mask) != 0)
 		return -EINVAL;
 	w->mask_saved = true;
+	/* From here every path ends in ptrace_resume_all(), which closes it. */
+	w->open = true;
+	worlds_open++;
 	w->sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (w->sigchld_fd < 0) {
 		r = -errno;
@@ -708,6 +722,9 @@ int ptrace_resume_all(struct ptrace_world *w)
 	w->n = w->cap = w->sorted = w->pending = 0;
 	w->sigchld_fd = -1;
 	w->mask_saved = false;
+	if (w->open)
+		worlds_open--;
+	w->open = false;
 	return first;
 }
 

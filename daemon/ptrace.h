@@ -58,7 +58,16 @@ struct ptrace_world {
 	struct timespec first_stop, all_stopped, first_resume, last_resume;
 	pid_t detach_failed_tid;  /* the first task whose detach failed (then retried), or 0 */
 	int detach_failed_err;    /* and why */
+	bool open;               /* stopped (or being stopped), not yet resumed */
 };
+
+/*
+ * Worlds stopped and not yet resumed.  Between two turns of the event loop
+ * this is 0: an attempt stops, checks, writes and resumes within its turn,
+ * and a target waiting for its next attempt holds nothing stopped.  The
+ * loop checks it after every turn (server.c).
+ */
+unsigned ptrace_worlds_open(void);
 
 /* Returns the stopped window (first stop request to last resume) in µs. */
 uint64_t ptrace_world_pause_us(const struct ptrace_world *w);

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The control socket's event loop: accepting clients (SO_PEERCRED once, at
- * accept), signals, timers, sd_notify, and whose turn it is.  Single-threaded
- * and non-blocking: the only thing that blocks is action_run() itself, and
- * between two targets the loop always polls again (timeout 0), so new
- * clients and I/O are served while a long request is in progress.  Targets
- * run one per turn, round-robin across the connections that have any.
- * What happens on one connection is conn.c's business.
+ * The control socket's event loop: the listening socket, signals, timers,
+ * sd_notify, the watchdog, and one turn of the queue at a time.
+ * Single-threaded and non-blocking: the only thing that blocks is one turn
+ * (at most one attempt on one target, its stop wait bounded: patch.h), and
+ * between two turns the loop always polls again (timeout 0), so new
+ * clients and I/O are served while a long request is in progress.  Whose
+ * turn it is, and the targets parked until their next attempt, are the
+ * queue's (queue.c); the epoll timeout wakes the loop for the earliest.
+ * The connections, from accept to close, are conn.c's.
  *
  * A broken invariant of the loop itself (epoll failing) is the one thing
  * that ends server_run() with an error; a client's misbehaviour never does.
@@ -29,7 +31,9 @@
 #include "conn.h"
 #include "log.h"
 #include "ptrace.h"
+#include "queue.h"
 #include "server.h"
+#include "timeutil.h"
 #include "watchdog.h"
 
 #define ACCEPT_PAUSE_MS     100u
@@ -41,6 +45,24 @@
 #define ORPHAN_POLL_MS      100u   /* how often parked tracees are checked */
 #define MAX_EVENTS          64
 #define ACCEPT_BATCH        64
+
+struct server {
+	const struct server_config *cfg;
+	int epfd, sigfd;
+	char listen_tag, signal_tag;  /* addresses used as epoll tags */
+	bool listening;               /* listen fd registered with epoll */
+	uint64_t accept_resume;       /* 0, or when to accept again after EMFILE */
+	uint64_t accept_warned;
+	bool stopping;
+	unsigned stop_signals;        /* SIGTERM/SIGINT seen; a second one ends the flush */
+	uint64_t next_sweep;
+	char status[96];              /* last STATUS= sent */
+	uint64_t status_sent;
+	bool status_pending;
+	size_t orphans;               /* tracees still to be let go (ptrace_reap_orphans) */
+	struct queue queue;           /* queue.c's */
+	struct conn_set conns;        /* conn.c's */
+};
 
 /* ------------------------------------------------------------ accept -- */
 
@@ -77,84 +99,14 @@ static int resume_accepting(struct server *srv)
 	return 0;
 }
 
-/* Open connections of uid (at most SERVER_MAX_CONNS to walk, once per accept). */
-static unsigned conns_of(const struct server *srv, uid_t uid)
-{
-	unsigned n = 0;
-
-	for (const struct conn *c = srv->conns; c; c = c->next)
-		n += c->caller.uid == uid;
-	return n;
-}
-
-/*
- * Slots are shared out (conn.h): the cap on one uid, then the reserve only
- * root may use, so 1,024 idle connections of one user lock nobody out.
- */
-static void add_client(struct server *srv, int fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	struct conn *c;
-
-	if (srv->nconns >= SERVER_MAX_CONNS) {
-		log_msg(LOG_DEBUG, "refusing a client: already %u connections", srv->nconns);
-		close(fd);
-		return;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
-		log_msg(LOG_DEBUG, "refusing a client: SO_PEERCRED: %s", strerror(errno));
-		close(fd);
-		return;
-	}
-	if (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {
-		log_msg(LOG_DEBUG, "refusing a client of uid %u: the last %u connections are root's",
-			(unsigned)cred.uid, SERVER_ROOT_RESERVE);
-		close(fd);
-		return;
-	}
-	if (cred.uid != 0 && conns_of(srv, cred.uid) >= SERVER_MAX_CONNS_PER_UID) {
-		log_msg(LOG_DEBUG, "refusing a client: uid %u already has %u connections",
-			(unsigned)cred.uid, SERVER_MAX_CONNS_PER_UID);
-		close(fd);
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		pause_accepting(srv, ENOMEM);
-		return;
-	}
-	c->fd = fd;
-	c->caller.pid = cred.pid;
-	c->caller.uid = cred.uid;
-	c->caller.gid = cred.gid;
-	c->events = ev.events;
-	c->last_activity = now_ms();
-	ev.data.ptr = c;
-	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		log_msg(LOG_WARNING, "cannot watch a client: %s", strerror(errno));
-		close(fd);
-		free(c);
-		return;
-	}
-	c->next = srv->conns;
-	if (srv->conns)
-		srv->conns->prev = c;
-	srv->conns = c;
-	srv->nconns++;
-	log_msg(LOG_DEBUG, "client connected: pid=%d uid=%u gid=%u (%u connection(s))",
-		(int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid, srv->nconns);
-}
-
 static void accept_clients(struct server *srv)
 {
 	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		int fd = accept4(srv->cfg->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd >= 0) {
-			add_client(srv, fd);
+			if (conn_accept(&srv->conns, fd) == -ENOMEM)
+				pause_accepting(srv, ENOMEM);
 			continue;
 		}
 		switch (errno) {
@@ -199,9 +151,11 @@ static void notify_status(struct server *srv, uint64_t now)
 
 	if (!srv->cfg->notify)
 		return;
-	snprintf(text, sizeof(text), "%u client%s, %llu request%s served", srv->nconns,
-		 srv->nconns == 1 ? "" : "s", (unsigned long long)srv->requests_served,
-		 srv->requests_served == 1 ? "" : "s");
+	const struct conn_set *cs = &srv->conns;
+
+	snprintf(text, sizeof(text), "%u client%s, %llu request%s served", cs->nconns,
+		 cs->nconns == 1 ? "" : "s", (unsigned long long)cs->requests_served,
+		 cs->requests_served == 1 ? "" : "s");
 	srv->status_pending = strcmp(text, srv->status) != 0;
 	if (!srv->status_pending || now - srv->status_sent < STATUS_INTERVAL_MS)
 		return;
@@ -211,38 +165,27 @@ static void notify_status(struct server *srv, uint64_t now)
 	srv->status_pending = false;
 }
 
-static void sweep(struct server *srv, uint64_t now)
-{
-	struct conn *c, *next;
-
-	/*
-	 * Decided once per sweep: every connection idle past the short limit
-	 * goes, not just enough of them to dip under the mark (a flood of
-	 * idle clients would refill it at once).
-	 */
-	srv->crowded = srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
-	for (c = srv->conns; c; c = next) {
-		next = c->next;
-		conn_check_timers(srv, c, now);
-	}
-	srv->next_sweep = now + SWEEP_MS;
-}
-
 static uint64_t idle_deadline(const struct server *srv)
 {
-	if (!srv->cfg->idle_exit_s || srv->nconns || srv->work_head)
+	if (!srv->cfg->idle_exit_s || srv->conns.nconns)
 		return UINT64_MAX;
-	return srv->idle_since + (uint64_t)srv->cfg->idle_exit_s * 1000u;
+	return srv->conns.idle_since + (uint64_t)srv->cfg->idle_exit_s * 1000u;
 }
 
-/* epoll timeout: 0 while work is waiting, else until the next timer. */
+/*
+ * epoll timeout: 0 while a turn is waiting, else until the next timer:
+ * the earliest parked target's next attempt among them.
+ */
 static int loop_timeout(const struct server *srv)
 {
-	uint64_t deadline = idle_deadline(srv), now;
+	uint64_t deadline = idle_deadline(srv), now, wake;
 
-	if (srv->work_head || srv->stopping)
+	if (queue_ready(&srv->queue) || srv->stopping)
 		return 0;
-	if (srv->nconns && srv->next_sweep < deadline)
+	wake = queue_next_wake(&srv->queue);
+	if (wake < deadline)
+		deadline = wake;
+	if (srv->conns.nconns && srv->next_sweep < deadline)
 		deadline = srv->next_sweep;
 	if (srv->accept_resume && srv->accept_resume < deadline)
 		deadline = srv->accept_resume;
@@ -272,21 +215,20 @@ static void dispatch(struct server *srv, const struct epoll_event *ev)
 	} else if (ev->data.ptr == &srv->signal_tag) {
 		read_signals(srv);
 	} else {
-		conn_event(srv, ev->data.ptr, ev->events);
+		conn_event(&srv->conns, ev->data.ptr, ev->events);
 	}
 }
 
 /*
  * SIGTERM/SIGINT: no new clients; every queued target is answered with
- * "shutdown" (action_run is synchronous, so the one in progress has
- * already been answered); replies get at most 2 s to drain.  A second
- * signal cuts the wait short.
+ * "shutdown", a parked one included (between attempts nothing of it is
+ * stopped, so there is nothing to let go); replies get at most 2 s to
+ * drain.  A second signal cuts the wait short.
  */
 static int server_stop(struct server *srv)
 {
 	struct epoll_event evs[MAX_EVENTS];
-	struct conn *c, *next;
-	size_t answered = 0;
+	size_t answered;
 	unsigned signals = srv->stop_signals;
 	uint64_t deadline;
 
@@ -295,16 +237,13 @@ static int server_stop(struct server *srv)
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);
 	srv->listening = false;
-	for (c = srv->conns; c; c = next) {
-		next = c->next;
-		answered += conn_answer_shutdown(srv, c);
-	}
+	answered = conn_stop_all(&srv->conns);
 	if (answered)
 		log_msg(LOG_INFO, "answered %zu queued target(s) with \"shutdown\"", answered);
-	conn_bury(srv);
+	conn_bury(&srv->conns);
 
 	deadline = now_ms() + SHUTDOWN_FLUSH_MS;
-	while (srv->conns && srv->stop_signals == signals) {
+	while (srv->conns.nconns && srv->stop_signals == signals) {
 		uint64_t now = now_ms();
 		int n;
 
@@ -317,11 +256,11 @@ static int server_stop(struct server *srv)
 		for (int i = 0; i < n; i++)
 			if (evs[i].data.ptr != &srv->listen_tag)
 				dispatch(srv, &evs[i]);
-		conn_bury(srv);
+		conn_bury(&srv->conns);
 	}
-	if (srv->conns)
+	if (srv->conns.nconns)
 		log_msg(LOG_NOTICE, "stopping with %u client(s) that did not take their replies",
-			srv->nconns);
+			srv->conns.nconns);
 	return 0;
 }
 
@@ -330,17 +269,17 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	struct epoll_event ev = { .events = EPOLLIN };
 	sigset_t mask;
 
+	int r;
+
 	srv->cfg = cfg;
 	srv->epfd = srv->sigfd = -1;
-	srv->req = malloc(sizeof(*srv->req));
-	srv->res = malloc(sizeof(*srv->res));
-	srv->msg = malloc(MSG_BUF_SIZE);
-	if (!srv->req || !srv->res || !srv->msg)
-		return -ENOMEM;
-
+	queue_init(&srv->queue, &conn_queue_ops);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (srv->epfd < 0)
 		return -errno;
+	r = conn_set_init(&srv->conns, srv->epfd, &srv->queue);
+	if (r < 0)
+		return r;
 	/* main() blocked these; SIGCHLD belongs to the ptrace code's own signalfd. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -356,7 +295,6 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, cfg->listen_fd, &ev) < 0)
 		return -errno;
 	srv->listening = true;
-	srv->idle_since = now_ms();
 	/* What a fresh daemon would report: so "serving" stays until something happens. */
 	snprintf(srv->status, sizeof(srv->status), "0 clients, 0 requests served");
 	return 0;
@@ -364,18 +302,13 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 
 static void server_fini(struct server *srv)
 {
-	while (srv->conns)
-		conn_close(srv, srv->conns);
-	conn_bury(srv);
+	conn_set_fini(&srv->conns);
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	if (srv->epfd >= 0)
 		close(srv->epfd);
-	free(srv->req);
-	free(srv->res);
-	free(srv->msg);
 }
 
 int server_run(const struct server_config *cfg)
@@ -406,15 +339,25 @@ int server_run(const struct server_config *cfg)
 		}
 		for (int i = 0; i < n; i++)
 			dispatch(&srv, &evs[i]);
-		conn_bury(&srv);
+		conn_bury(&srv.conns);
 		if (srv.stopping) {
 			r = server_stop(&srv);
 			break;
 		}
 		watchdog_kick();
-		/* One target, then poll again: see the top of this file. */
-		conn_run_one_target(&srv);
-		conn_bury(&srv);
+		/* One turn, then poll again: see the top of this file. */
+		queue_turn(&srv.queue);
+		conn_bury(&srv.conns);
+		/*
+		 * A broken promise of the turn itself: it returned with a world
+		 * still stopped.  Fatal, as the kernel then lets every tracee go.
+		 */
+		if (ptrace_worlds_open() != 0) {
+			log_msg(LOG_CRIT, "a turn ended with %u process(es) still stopped: exiting",
+				ptrace_worlds_open());
+			r = -ENOTRECOVERABLE;
+			break;
+		}
 		srv.orphans = ptrace_reap_orphans();
 
 		now = now_ms();
@@ -426,9 +369,10 @@ int server_run(const struct server_config *cfg)
 				break;
 			}
 		}
-		if (srv.nconns && now >= srv.next_sweep) {
-			sweep(&srv, now);
-			conn_bury(&srv);
+		if (srv.conns.nconns && now >= srv.next_sweep) {
+			conn_sweep(&srv.conns, now);
+			srv.next_sweep = now + SWEEP_MS;
+			conn_bury(&srv.conns);
 		}
 		notify_status(&srv, now);
 		if (now >= idle_deadline(&srv)) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket: accepting clients, reading requests without letting
- * one client stall another, running them a PID at a time in turn, and
- * writing replies.  A bad client only loses its own connection.
+ * The control socket's event loop (server.c): the listening socket,
+ * signals, timers and the turns of the queue (queue.c), with the
+ * connections themselves in conn.c.  A bad client only loses its own
+ * connection.
  */
 #ifndef BTGUARD_SERVER_H
 #define BTGUARD_SERVER_H
@@ -16,8 +17,8 @@ struct server_config {
 };
 
 /*
- * Serves until SIGTERM/SIGINT (the operation in progress is finished and
- * its reply sent) or idle exit.  Returns 0 on an orderly stop, -errno when
+ * Serves until SIGTERM/SIGINT (the attempt in progress is finished, every
+ * waiting target answered "shutdown") or idle exit.  Returns 0 on an orderly stop, -errno when
  * the loop itself cannot go on.
  */
 int server_run(const struct server_config *cfg);

@@ -30,6 +30,20 @@ static inline uint64_t timespec_diff_us(const struct timespec *a, const struct t
 	return ns > 0 ? (uint64_t)ns / 1000u : 0;
 }
 
+/* CLOCK_MONOTONIC in milliseconds: the event loop's clock, wake-ups included. */
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline uint64_t timespec_to_ms(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000u + (uint64_t)ts->tv_nsec / 1000000u;
+}
+
 /* Time left until deadline into *ret; false once it has passed. */
 static inline bool timespec_left(const struct timespec *deadline, struct timespec *ret)
 {

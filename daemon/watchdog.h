@@ -8,8 +8,9 @@
  *
  * The keep-alives come from the single thread that does the work, never
  * from a timer thread, so they prove that work moves: the event loop sends
- * them between turns, and the long waits inside one operation (the retry
- * loop of patch.c, ptrace.c's wait for stops) call watchdog_kick() too.
+ * them between turns (a busy target's attempts are turns of their own),
+ * and the waits inside one attempt (ptrace.c's wait for stops) call
+ * watchdog_kick() too.
  */
 #ifndef BTGUARD_WATCHDOG_H
 #define BTGUARD_WATCHDOG_H

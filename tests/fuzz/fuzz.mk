@@ -26,7 +26,7 @@ FUZZ_CLANG   ?= clang
 FUZZ_SRC_proto  := proto/proto.c
 FUZZ_SRC_maps   := daemon/procfs.c
 FUZZ_SRC_elf    := daemon/elf.c
-FUZZ_SRC_server := daemon/conn.c proto/proto.c
+FUZZ_SRC_server := daemon/conn.c daemon/queue.c proto/proto.c
 FUZZ_SRC_select := daemon/select.c
 
 # Longest input libFuzzer may make; every corpus file stays under 64 KiB.

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the daemon's connection state machine (daemon/conn.c) live: a
- * real socketpair, a real epoll set, and the same turn the event loop in
- * server.c takes (epoll_wait, conn_event for each ready fd, conn_bury, one
- * target with conn_run_one_target), driven by a client that sends the
+ * Fuzzes the daemon's connection state machine (daemon/conn.c) and the
+ * queue of turns behind it (daemon/queue.c) live: a real socketpair, a
+ * real epoll set, and the same turn the event loop in server.c takes
+ * (epoll_wait, conn_event for each ready fd, conn_bury, one queue_turn),
+ * driven by a client that sends the
  * fuzzer's bytes in chunks of the fuzzer's choosing, with the clock jumped
  * forward, reading paused, the socket half-closed or closed, or the daemon
  * stopped in between.
  *
  * Only the parts that would touch other processes are replaced, further
- * down: action_expand_*() and action_run() answer from the PID alone
+ * down: action_expand_*() and action_start/step/cancel() answer from the
+ * PID alone (some PIDs are "busy" for a few attempts, so targets park)
  * (the harness runs as root: it must never ptrace a random PID), and
  * log_msg() formats into a buffer instead of the journal.
  *
@@ -46,6 +48,8 @@
 #include "conn.h"
 #include "fuzz.h"
 #include "log.h"
+#include "queue.h"
+#include "timeutil.h"
 
 #define SPIN_LIMIT   1000u     /* turns with events but no visible progress */
 #define INBUF_SIZE   (2u * MSG_BUF_SIZE)
@@ -54,12 +58,13 @@
 struct expect {
 	int32_t *pids;
 	size_t n, cap;
-	size_t run;                /* next one action_run() must be given */
+	size_t run;                /* next one action_start() must be given */
 	size_t next;               /* next one a RESULT must name */
 };
 
 struct harness {
-	struct server srv;
+	struct queue q;
+	struct conn_set s;
 	int cfd;                   /* client end, -1 once closed */
 	bool reading, wr_shut;
 	uint8_t in[INBUF_SIZE];    /* client's reassembly buffer */
@@ -220,19 +225,11 @@ static uint32_t stub_error(int32_t pid)
  * 64 get every site and long strings, so a request of a few hundred PIDs
  * crosses the output high-water mark when the client does not read.
  */
-void action_run(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
-		struct action_target *target, struct proto_result *res)
+static void stub_answer(int32_t pid, unsigned action, struct proto_result *res)
 {
-	int32_t pid = target->pid;
 	bool big = pid % 64 == 0;
 	size_t msglen = big ? PROTO_MAX_MESSAGE : (size_t)pid % 97;
 
-	(void)caller;
-	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
-	/* Targets run in request order, each once. */
-	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
-	FUZZ_CHECK(target->ours == pid);  /* the pin travels with its PID */
-	cur->exp.run++;
 	memset(res, 0, sizeof(*res));
 	res->pid = pid;
 	res->action = (uint8_t)action;
@@ -250,6 +247,66 @@ void action_run(const struct auth_caller *caller, unsigned action, uint32_t dead
 		memset(res->sites[i].object, '/', objlen);
 	}
 	cur->targets_run++;
+}
+
+/* A target in progress: PIDs with pid % 5 == 3 are busy for pid % 4 + 1 attempts. */
+struct action_job {
+	int32_t pid;
+	unsigned action;
+	unsigned busy_left;
+	struct proto_result *res;
+};
+
+int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+		 struct action_target *target, struct proto_result *res,
+		 struct action_job **ret, uint64_t *ret_wake_ms)
+{
+	int32_t pid = target->pid;
+	struct action_job *j;
+
+	(void)caller;
+	*ret = NULL;
+	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
+	/* Targets start in request order, each once. */
+	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
+	FUZZ_CHECK(target->ours == pid);  /* the pin travels with its PID */
+	cur->exp.run++;
+	if (pid % 5 != 3) {
+		stub_answer(pid, action, res);
+		return 0;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		abort();
+	*j = (struct action_job){ .pid = pid, .action = action,
+				  .busy_left = (uint32_t)pid % 4u + 1u, .res = res };
+	memset(res, 0, sizeof(*res));
+	res->pid = pid;
+	*ret = j;
+	/* Due at once: the harness's turns do not wait for the clock. */
+	*ret_wake_ms = now_ms();
+	return ACTION_AGAIN;
+}
+
+int action_step(struct action_job *j, uint64_t *ret_wake_ms)
+{
+	if (--j->busy_left > 0) {
+		*ret_wake_ms = now_ms();
+		return ACTION_AGAIN;
+	}
+	stub_answer(j->pid, j->action, j->res);
+	free(j);
+	return 0;
+}
+
+void action_cancel(struct action_job *j, int err, const char *why)
+{
+	memset(j->res, 0, sizeof(*j->res));
+	j->res->pid = j->pid;
+	j->res->action = (uint8_t)j->action;
+	j->res->error = proto_error_from_negative(err);
+	snprintf(j->res->message, sizeof(j->res->message), "%s", why);
+	free(j);
 }
 
 /* ------------------------------------------------------------- client -- */
@@ -338,17 +395,17 @@ static void pump(struct harness *h)
 
 		client_drain(h);
 		got = h->got;
-		n = epoll_wait(h->srv.epfd, evs, 8, 0);
+		n = epoll_wait(h->s.epfd, evs, 8, 0);
 		FUZZ_CHECK(n >= 0 || errno == EINTR);
 		for (int i = 0; i < n; i++)
-			conn_event(&h->srv, evs[i].data.ptr, evs[i].events);
-		conn_bury(&h->srv);
-		if (!h->srv.stopping) {
-			conn_run_one_target(&h->srv);
-			conn_bury(&h->srv);
+			conn_event(&h->s, evs[i].data.ptr, evs[i].events);
+		conn_bury(&h->s);
+		if (!h->s.stopping) {
+			queue_turn(&h->q);
+			conn_bury(&h->s);
 		}
 		client_drain(h);
-		if (n <= 0 && h->targets_run == ran && !h->srv.work_head)
+		if (n <= 0 && h->targets_run == ran && !queue_ready(&h->q))
 			return;
 		if (h->targets_run == ran && h->got == got) {
 			/* Events, and yet nothing happened: a level-triggered spin? */
@@ -388,78 +445,49 @@ static void client_close(struct harness *h)
 	h->cfd = -1;
 }
 
-/* What server.c's add_client() does for an accepted socket. */
+/* What server.c does for an accepted socket. */
 static int harness_open(struct harness *h)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-	struct conn *c;
-	int sv[2];
+	int sv[2], epfd;
 
 	memset(h, 0, sizeof(*h));
 	h->cfd = -1;
 	h->reading = true;
-	h->srv.epfd = epoll_create1(EPOLL_CLOEXEC);
-	h->srv.sigfd = -1;
-	h->srv.req = malloc(sizeof(*h->srv.req));
-	h->srv.res = malloc(sizeof(*h->srv.res));
-	h->srv.msg = malloc(MSG_BUF_SIZE);
-	c = calloc(1, sizeof(*c));
-	if (h->srv.epfd < 0 || !h->srv.req || !h->srv.res || !h->srv.msg || !c ||
+	queue_init(&h->q, &conn_queue_ops);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0 || conn_set_init(&h->s, epfd, &h->q) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
 	h->cfd = sv[0];
-	c->fd = sv[1];
-	c->caller.pid = getpid();
-	c->caller.uid = getuid();
-	c->caller.gid = getgid();
-	c->events = ev.events;
-	c->last_activity = now_ms();
-	ev.data.ptr = c;
-	if (epoll_ctl(h->srv.epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+	if (conn_accept(&h->s, sv[1]) < 0 || h->s.nconns != 1)
 		abort();
-	h->srv.conns = c;
-	h->srv.nconns = 1;
 	return 0;
 }
 
 static void harness_close(struct harness *h)
 {
-	while (h->srv.conns)
-		conn_close(&h->srv, h->srv.conns);
-	conn_bury(&h->srv);
+	int epfd = h->s.epfd;
+
+	conn_set_fini(&h->s);
+	FUZZ_CHECK(h->q.users == NULL && h->q.nactive == 0 && h->q.nparked == 0);
 	client_close(h);
-	close(h->srv.epfd);
-	free(h->srv.req);
-	free(h->srv.res);
-	free(h->srv.msg);
+	close(epfd);
 	free(h->exp.pids);
 }
 
-/* Runs conn_check_timers() as the loop's sweep would, `later` ms from now. */
+/* Runs the timers as the loop's sweep would, `later` ms from now. */
 static void run_timers(struct harness *h, uint64_t later)
 {
-	uint64_t now = now_ms() + later;
-	struct conn *c, *next;
-
-	for (c = h->srv.conns; c; c = next) {
-		next = c->next;
-		conn_check_timers(&h->srv, c, now);
-	}
-	conn_bury(&h->srv);
+	conn_sweep(&h->s, now_ms() + later);
+	conn_bury(&h->s);
 	pump(h);
 }
 
 /* What server_stop() does on SIGTERM, minus the 2 s flush deadline. */
 static void stop_daemon(struct harness *h)
 {
-	struct conn *c, *next;
-
-	h->srv.stopping = true;
-	for (c = h->srv.conns; c; c = next) {
-		next = c->next;
-		conn_answer_shutdown(&h->srv, c);
-	}
-	conn_bury(&h->srv);
+	conn_stop_all(&h->s);
+	conn_bury(&h->s);
 	pump(h);
 }
 
@@ -470,7 +498,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	harness_open(&h);
 	cur = &h;
-	while (i < size && !h.srv.stopping && h.cfd >= 0) {
+	while (i < size && !h.s.stopping && h.cfd >= 0) {
 		uint8_t op = data[i++];
 		size_t len = 0;
 
@@ -513,7 +541,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h.cfd >= 0 && !h.wr_shut)
 		shutdown(h.cfd, SHUT_WR);
 	pump(&h);
-	FUZZ_CHECK(h.srv.conns == NULL);
+	FUZZ_CHECK(h.s.conns == NULL);
 	FUZZ_CHECK(h.exp.next <= h.exp.n);
 	harness_close(&h);
 	cur = NULL;

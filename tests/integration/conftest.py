@@ -4,7 +4,8 @@
 This file owns everything the integration tests need to drive the real
 programs: where the binaries are (BTGUARD_BUILD, BTGUARD_VICTIMS), starting
 and stopping btguardd (`daemon` fixture), starting victims and killing
-exactly those (`victim` fixture), reading a victim's /proc state, reading
+exactly those (`victim` fixture), a cpu cgroup that makes a thread slow to
+stop (`throttled_cgroup`), reading a victim's /proc state, reading
 bt_loop's report file, and a minimal wire-protocol client (`Wire`) for the
 tests that must send what btguardctl never would.
 
@@ -46,6 +47,39 @@ REPORT_TIMEOUT = 60.0
 
 # Text that means a sanitizer fired inside the daemon (ASan/LSan/UBSan).
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+
+
+# ------------------------------------------------------ a slow thread --
+
+CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
+
+
+@pytest.fixture
+def throttled_cgroup():
+    """A v1 cpu cgroup allowed 1 ms of CPU per second: a spinning thread
+    moved there runs for 1 ms, then waits up to a second to run again,
+    and a ptrace interrupt cannot stop it before it runs."""
+    if not os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
+        pytest.skip("no cgroup v1 cpu controller to throttle a thread with")
+    path = os.path.join(CPU_CGROUP_V1, f"btguard-test-{os.getpid()}")
+    os.mkdir(path)
+    try:
+        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+            f.write("1000000")
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+            f.write("1000")
+        yield path
+    finally:
+        # Whatever is left goes back to the root group, then the group goes.
+        with open(os.path.join(path, "tasks")) as f:
+            left = f.read().split()
+        for tid in left:
+            try:
+                with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
+                    f.write(tid)
+            except OSError:
+                pass
+        os.rmdir(path)
 
 
 # ---------------------------------------------------------------- /proc --

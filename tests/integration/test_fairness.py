@@ -13,20 +13,36 @@
   test_idle_connections_go_sooner_when_crowded
       once only root's reserve is left, idle connections are dropped after
       seconds, not the usual minute.
+  test_busy_target_does_not_hold_up_others_*
+      a client's target stays busy for seconds (a thread parked inside the
+      bytes to change, a thread in D state, a thread slow to stop); another
+      client's guard of an idle process is answered while the first is
+      still retrying, not after its deadline.
+  test_guard_and_unguard_of_one_process_never_interleave
+      a guard and an unguard of the same process from two clients at once:
+      the later one waits until the earlier is answered, and both write.
+  test_shutdown_answers_a_target_waiting_for_its_next_attempt
+      SIGTERM while a target is between two attempts: it is answered
+      "shutdown", nothing is left stopped or traced.
 
 Bounds are generous (the machine is shared and noisy); each is far below
 what the daemon did before the fix, which the test names.
 """
 
+import json
+import os
 import select
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import MAX_PIDS, VERSION, stop_started, user_prefix
-from prodlib import wait_for
+from conftest import (BTGUARDCTL, CPU_CGROUP_V1, MAX_PIDS, VERSION, expected_site, read_mem,
+                      read_report, stop_started, thread_problems, user_prefix, wait_report,
+                      wait_threads_running)
+from prodlib import Lines, start, task_states, victim_path, wait_for
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
 # client was served again (30 s and more on a node; here, with the extra
@@ -219,3 +235,211 @@ def test_root_keeps_its_reserve_when_users_fill_the_rest(daemon):
             stop_started(p)
         for name in made:
             subprocess.run(["userdel", name], check=False)
+
+
+# ------------------------------------------- a busy target holds nobody up --
+
+# Long enough that "after A's deadline" and "between A's attempts" can
+# never be confused, whatever the load.
+LONG_DEADLINE_MS = 10000
+
+
+class Pending:
+    """btguardctl started in the background, its JSON answer read at the end."""
+
+    def __init__(self, daemon, *args):
+        argv = [str(BTGUARDCTL), "--socket", daemon.socket, "--json", *map(str, args)]
+        env = {k: v for k, v in os.environ.items() if k != "BTGUARD_SOCKET"}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.pid = self.proc.pid
+
+    def pending(self):
+        return self.proc.poll() is None
+
+    def answer(self, timeout=LONG_DEADLINE_MS / 1000 + 60):
+        out, err = self.proc.communicate(timeout=timeout)
+        results = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert len(results) == 1, (out, err)
+        return results[0]
+
+    def kill(self):
+        stop_started(self.proc)
+
+
+def started(daemon, client, pid, action="guard"):
+    """True once the daemon has begun client's action on pid (its first attempt)."""
+    return f"client pid={client.pid}: {action} of PID {pid} starts" in daemon.log()
+
+
+def idle_guard_overtakes(daemon, victim, busy_pid, release):
+    """Client A guards busy_pid with a long deadline; once its first attempt
+    has begun, client B guards an idle process.  B must be answered while
+    A is still pending.  Then release() frees the target and A's answer
+    is returned."""
+    idle = victim("idle", 1)
+    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", busy_pid)
+    try:
+        wait_for(lambda: started(daemon, a, busy_pid), "client A's guard to begin", timeout=30)
+        assert a.pending(), a.answer()
+        t0 = time.monotonic()
+        r = daemon.ctl("--deadline", LONG_DEADLINE_MS, "guard", idle.pid, timeout=120)
+        took = time.monotonic() - t0
+        a_pending = a.pending()
+        print(f"idle guard answered in {took:.3f} s while A was pending: {a_pending}")
+        assert r.rc == 0 and r.results[0]["ok"] is True, r
+        assert r.results[0]["state"] == "guarded", r
+        # The point: B did not wait for A's target to become free (or for
+        # A's deadline).  Bounds are not the test; the order is.
+        assert a_pending, f"client A was answered before B: {a.answer()}"
+        wait_threads_running(idle.pid)
+        release()
+        return a.answer()
+    finally:
+        a.kill()
+
+
+def test_busy_target_does_not_hold_up_others_parked_in_the_bytes(daemon, victim):
+    """A thread parked in a signal handler whose frame says it will resume
+    inside backtrace()'s first bytes: every attempt is refused as busy."""
+    v = victim("sigframe", stdin=True)
+    out = Lines(v.proc)
+    v.proc.stdin.write(b"park\n")
+    v.proc.stdin.flush()
+    assert out.next().startswith("parked"), out.seen
+
+    def release():
+        v.proc.stdin.write(b"release\n")
+        v.proc.stdin.flush()
+        assert out.next().startswith("resumed"), out.seen
+
+    res = idle_guard_overtakes(daemon, victim, v.pid, release)
+    assert res["ok"] is True and res["state"] == "guarded", res
+    v.assert_alive()
+    assert thread_problems(v.pid) == []
+
+
+def test_busy_target_does_not_hold_up_others_in_d_state(daemon, victim):
+    """A thread in uninterruptible sleep (a vfork parent): the process is
+    never seized, only retried."""
+    gate = victim.dir / "vfork-gate"
+    v = start(victim, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
+    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
+        v.lines.until(lambda x: x.startswith("vfork "))
+    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
+    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
+             f"thread {stuck} to block in vfork", timeout=10)
+
+    def release():
+        # The stuck thread was never seized while A retried.
+        assert task_states(v.pid)[stuck] == ("D", 0), task_states(v.pid)
+        gate.touch()
+
+    res = idle_guard_overtakes(daemon, victim, v.pid, release)
+    assert res["ok"] is True and res["state"] == "guarded", res
+    wait_threads_running(v.pid)
+    v.assert_alive()
+
+
+def test_busy_target_does_not_hold_up_others_slow_to_stop(daemon, victim, throttled_cgroup):
+    """A thread that takes seconds to stop (SCHED_IDLE in a cgroup allowed
+    1 ms of CPU a second, which a busy loop takes first): each attempt waits
+    a bounded time for it, not the whole deadline."""
+    v = victim("bt_loop", 1, report=True)
+    wait_report(v.report, lambda r: len(r.threads) == 1, "bt_loop's first report")
+    worker = read_report(v.report).threads[0].tid
+    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    released = False
+
+    def release():
+        nonlocal released
+        hog.kill()
+        hog.wait()
+        with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
+            f.write(str(worker))
+        released = True
+
+    try:
+        os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))
+        for tid in (hog.pid, worker):
+            with open(os.path.join(throttled_cgroup, "tasks"), "w") as f:
+                f.write(str(tid))
+        res = idle_guard_overtakes(daemon, victim, v.pid, release)
+    finally:
+        if not released:
+            release()
+    # Stopped at last, or still slow at the deadline: either way answered.
+    assert res["ok"] is True or res["error"] == "busy", res
+    wait_threads_running(v.pid, timeout=30)
+    v.assert_alive()
+
+
+def test_guard_and_unguard_of_one_process_never_interleave(daemon, victim):
+    """Client A guards a process that stays busy for a while (a thread in D
+    state); client B unguards the same process meanwhile.  B must wait for
+    A's answer before it begins: it then finds the process guarded and
+    writes the original back.  Interleaved, B would have answered "already
+    unguarded" at once and A would have left the process guarded."""
+    gate = victim.dir / "vfork-gate"
+    v = start(victim, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
+    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
+        v.lines.until(lambda x: x.startswith("vfork "))
+    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
+    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
+             f"thread {stuck} to block in vfork", timeout=10)
+    addr = expected_site(v.pid)
+    original = read_mem(v.pid, addr, 16)
+    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", v.pid)
+    b = None
+    try:
+        wait_for(lambda: started(daemon, a, v.pid), "client A's guard to begin", timeout=30)
+        b = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "unguard", v.pid)
+        wait_for(lambda: f"client pid={b.pid} uid=0: unguard request" in daemon.log(),
+                 "client B's unguard to arrive", timeout=30)
+        # Given every chance to run ahead: it must not.
+        time.sleep(0.5)
+        assert a.pending() and b.pending(), (a.pending(), b.pending(), daemon.log()[-3000:])
+        assert not started(daemon, b, v.pid, "unguard"), daemon.log()[-3000:]
+        gate.touch()
+        ra = a.answer()
+        rb = b.answer()
+    finally:
+        a.kill()
+        if b:
+            b.kill()
+    assert ra["ok"] is True and ra["state"] == "guarded" and ra["wrote"] is True, ra
+    assert rb["ok"] is True and rb["state"] == "unguarded" and rb["wrote"] is True, rb
+    # The log: A's guard was answered before B's unguard began.
+    log = daemon.log()
+    a_done = log.index(f": guard pid={v.pid} ")
+    b_began = log.index(f"client pid={b.pid}: unguard of PID {v.pid} starts")
+    assert a_done < b_began, log[-3000:]
+    assert read_mem(v.pid, addr, 16) == original
+    wait_threads_running(v.pid)
+    v.assert_alive()
+
+
+def test_shutdown_answers_a_target_waiting_for_its_next_attempt(daemon, victim):
+    """SIGTERM while a client's target is parked between attempts (busy: a
+    thread parked in the bytes to change)."""
+    v = victim("sigframe", stdin=True)
+    out = Lines(v.proc)
+    v.proc.stdin.write(b"park\n")
+    v.proc.stdin.flush()
+    assert out.next().startswith("parked"), out.seen
+    addr = expected_site(v.pid)
+    original = read_mem(v.pid, addr, 16)
+    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", v.pid)
+    try:
+        wait_for(lambda: started(daemon, a, v.pid), "client A's guard to begin", timeout=30)
+        assert a.pending()
+        daemon.proc.send_signal(signal.SIGTERM)
+        res = a.answer(timeout=30)
+    finally:
+        a.kill()
+    assert res["ok"] is False and res["error"] == "shutdown", res
+    assert res["wrote"] is False, res
+    assert daemon.proc.wait(timeout=30) == 0
+    assert thread_problems(v.pid) == []
+    assert read_mem(v.pid, addr, 16) == original
+    v.assert_alive()

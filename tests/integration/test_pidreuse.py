@@ -283,12 +283,13 @@ def recycled_before_pin(x):
     obs = {"old_pid": old.pid}
     a = c.Wire(x.daemon.socket, timeout=120)
     b = c.Wire(x.daemon.socket, timeout=120)
-    # A: one slow target (busy until its 1 s deadline); B queued behind it.
+    # A: one slow target (busy until its 1 s deadline), parked between
+    # attempts.  B's request is sent while the daemon is frozen, so it waits
+    # in the socket, unread and unpinned, while its PID is recycled.
     a.send(c.encode_request(c.ACTION_GUARD, [slow.pid], deadline_ms=1000))
     x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to start on the slow target")
-    b.send(c.encode_request(c.ACTION_STATUS, [old.pid]))
-    time.sleep(0.2)
     x.freeze_daemon()
+    b.send(c.encode_request(c.ACTION_STATUS, [old.pid]))
     os.kill(old.pid, signal.SIGKILL)
     old.wait(timeout=30)
     nolibc = c.VICTIMS / "nolibc"

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_NAMES, PROC_GUARDED, PROC_UNGUARDED,
-                      PROC_UNKNOWN, RESULT_WROTE, Wire, expected_site,
+from conftest import (ACTION_GUARD, ACTION_UNGUARD, CPU_CGROUP_V1, ERR_NAMES, PROC_GUARDED,
+                      PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire, expected_site,
                       read_mem, read_report, wait_report,
                       wait_threads_running)
 from prodlib import (assert_original, assert_stub, guard_ok, one, start, task_states,
@@ -348,37 +348,6 @@ def test_uninterruptible_thread_is_busy(daemon, victim):
 
 
 # ------------------------------------------------ a thread slow to stop --
-
-CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
-
-
-@pytest.fixture
-def throttled_cgroup():
-    """A v1 cpu cgroup allowed 1 ms of CPU per second: a spinning thread
-    moved there runs for 1 ms, then waits up to a second to run again,
-    and a ptrace interrupt cannot stop it before it runs."""
-    if not os.path.exists(os.path.join(CPU_CGROUP_V1, "cpu.cfs_quota_us")):
-        pytest.skip("no cgroup v1 cpu controller to throttle a thread with")
-    path = os.path.join(CPU_CGROUP_V1, f"btguard-test-{os.getpid()}")
-    os.mkdir(path)
-    try:
-        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
-            f.write("1000000")
-        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
-            f.write("1000")
-        yield path
-    finally:
-        # Whatever is left goes back to the root group, then the group goes.
-        with open(os.path.join(path, "tasks")) as f:
-            left = f.read().split()
-        for tid in left:
-            try:
-                with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
-                    f.write(tid)
-            except OSError:
-                pass
-        os.rmdir(path)
-
 
 def test_thread_slow_to_stop_is_never_called_a_foreign_tracer(daemon, victim, throttled_cgroup):
     """A thread that did not stop before the deadline stays traced by the

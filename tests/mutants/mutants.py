@@ -32,7 +32,7 @@ MUTANTS = [
        "\tr = 0;\n\tif (r == 1)")],
      ["test_sigframes.py"]),
     ("the uninterruptible-sleep pre-check skipped", "daemon/patch.c",
-     [("\t\t\tr = check_world_interruptible(a);", "\t\t\tr = 0 && check_world_interruptible(a);")],
+     [("\t\tr = check_world_interruptible(a);", "\t\tr = 0 && check_world_interruptible(a);")],
      ["test_prod_states.py::test_uninterruptible_thread_is_busy"]),
     ("a deadline that never expires", "daemon/timeutil.h",
      [("\tif (ns <= 0)\n\t\treturn false;", "\tif (ns <= 0)\n\t\tns = 1000000;")],
@@ -44,10 +44,21 @@ MUTANTS = [
     ("a thread still parked reported as traced by another process", "daemon/ptrace.c",
      [("\tif (st.tracer > 0 && st.tracer == getpid()) {", "\tif (st.tracer < 0) {")],
      ["test_prod_states.py::test_thread_slow_to_stop_is_never_called_a_foreign_tracer"]),
-    ("root's reserved connection slots given to users", "daemon/server.c",
-     [("\tif (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {",
-       "\tif (cred.uid != 0 && srv->nconns >= SERVER_MAX_CONNS) {")],
+    ("root's reserved connection slots given to users", "daemon/conn.c",
+     [("\tif (cred.uid != 0 && s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {",
+       "\tif (cred.uid != 0 && s->nconns >= SERVER_MAX_CONNS) {")],
      ["test_fairness.py::test_root_keeps_its_reserve_when_users_fill_the_rest"]),
+    ("a busy target retried within its turn (the loop held until it is free)", "daemon/queue.c",
+     [("\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n",
+       "\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n"
+       "\twhile (r == ACTION_AGAIN) {\n"
+       "\t\tnanosleep(&(struct timespec){ 0, 1000000 }, NULL);\n"
+       "\t\tr = action_step(e->job, &e->wake_ms);\n"
+       "\t}\n")],
+     ["test_fairness.py::test_busy_target_does_not_hold_up_others_parked_in_the_bytes"]),
+    ("two operations on one process let through at once", "daemon/queue.c",
+     [("\t\tif (a != e && a->holds == pid)\n", "\t\tif (a != e && a->holds == pid && 0)\n")],
+     ["test_fairness.py::test_guard_and_unguard_of_one_process_never_interleave"]),
     # -- bugs the suite caught already; they must stay caught --
     ("activeness check always clear", "daemon/stackcheck.c",
      [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/*\n\t * The addresses its registers hold first",
@@ -82,7 +93,7 @@ MUTANTS = [
     ("client exit status 0 on failure", "client/main.c",
      [("\t\t\treturn n->failed ? EXIT_FAILED : EXIT_OK;", "\t\t\treturn n->failed ? EXIT_OK : EXIT_OK;")],
      ["test_client_cli.py"]),
-    ("--tree children not listed again after the patch", "daemon/conn.c",
+    ("--tree children not listed again after the patch", "daemon/queue.c",
      [("\tif (!c->tree || c->relists", "\tif (1 || !c->tree || c->relists")],
      ["test_prod_children.py::test_tree_finds_children_forked_before_the_parent_was_patched"]),
     ("a selector picks processes the caller may not act on", "daemon/action.c",

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Whose turn it is.  The queue owns every request's targets from the
+ * moment the request is read until its DONE: the ones still being listed,
+ * the ones waiting, the one in progress - parked between two attempts
+ * while it is busy - and the rule that picks the next turn.
+ *
+ * The rule: one turn is one bounded piece of work (a step of listing a
+ * request's targets, the start of a target, or one attempt on a busy
+ * one).  Turns go round-robin between users, and within one user between
+ * its connections, so neither a user with many connections nor a target
+ * that stays busy holds anybody else up by more than one turn.  A target
+ * whose attempt said "busy" is parked until its back-off has passed.
+ * Two guard or unguard operations never run on one process at once: a
+ * target whose process another request is working on waits until that
+ * one is answered (status only reads, and neither waits nor holds).
+ *
+ * The owner of a request (conn.c) embeds a struct queue_entry and learns
+ * of answers through struct queue_ops; it never writes the entry's fields.
+ */
+#ifndef BTGUARD_QUEUE_H
+#define BTGUARD_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/proto.h"
+#include "action.h"
+#include "auth.h"
+
+#define QUEUE_SHUTDOWN_TEXT "btguardd is stopping; nothing was done"
+
+struct queue_entry;
+struct queue_user;
+
+/* The owner's side: every call happens within a queue_* call, never later. */
+struct queue_ops {
+	/* One target answered: send res as one RESULT.  May cancel e. */
+	void (*result)(struct queue_entry *e, const struct proto_result *res);
+	/* Every target answered (count of them): send DONE.  May cancel e. */
+	void (*done)(struct queue_entry *e, uint32_t count);
+	/* The request's targets could not be listed (or the daemon stops): send ERROR. */
+	void (*failed)(struct queue_entry *e, int err);
+};
+
+/* Where an entry is: in exactly one of these places at a time. */
+enum queue_where {
+	QUEUE_NOWHERE,   /* no request, or held back by its owner, or in its turn */
+	QUEUE_READY,     /* in its user's line, waiting for its turn */
+	QUEUE_PARKED,    /* its target was busy: waiting for wake_ms */
+	QUEUE_BLOCKED,   /* its next target's process is being worked on by another */
+};
+
+struct queue_list {
+	struct queue_entry *head, *tail;
+};
+
+/* Written by queue.c only. */
+struct queue_entry {
+	struct auth_caller caller;
+	bool busy;                  /* a request is being answered */
+	unsigned action;
+	uint32_t deadline_ms;
+	struct action_expansion *expanding;  /* its targets, still being listed */
+	struct action_target *targets;
+	size_t ntargets, next;      /* targets[next..] not started yet */
+	bool tree;                  /* guard/unguard --tree: children listed again after */
+	unsigned relists;           /* rounds of that so far */
+	size_t relist_from;         /* targets[relist_from..] ran since the last round */
+	struct action_job *job;     /* the target in progress, when one is */
+	struct proto_result *res;   /* its answer, written across turns */
+	pid_t holds;                /* the process job operates on (ours), or 0 */
+	bool held_back;             /* the owner cannot take replies now */
+	bool waited;                /* job has been parked at least once */
+	uint64_t wake_ms;           /* QUEUE_PARKED until then (CLOCK_MONOTONIC) */
+	enum queue_where where;
+	struct queue_user *user;    /* QUEUE_READY: the line it is in */
+	struct queue_entry *prev, *next_in;          /* in the list `where` says */
+	struct queue_entry *active_prev, *active_next;  /* while job is set */
+};
+
+/* A user with entries ready, in the round of users. */
+struct queue_user {
+	uid_t uid;
+	struct queue_list ready;
+	struct queue_user *prev, *next;
+};
+
+/* Written by queue.c only. */
+struct queue {
+	const struct queue_ops *ops;
+	struct queue_user *users, *users_tail;  /* the round: the head goes next */
+	struct queue_user spare;    /* shared line for users when no memory is left */
+	struct queue_list parked, blocked;
+	struct queue_entry *active; /* entries with a target in progress */
+	size_t nactive, nparked;
+	bool warned_nomem;
+};
+
+void queue_init(struct queue *q, const struct queue_ops *ops);
+
+/*
+ * Takes a request read from caller: starts listing its targets (pins are
+ * taken from now on) and does the first step at once.  Returns 0, or
+ * -errno when it cannot even start (nothing is queued; e stays idle).
+ */
+int queue_submit(struct queue *q, struct queue_entry *e, const struct auth_caller *caller,
+		 const struct proto_request *req);
+
+/* The owner cannot take replies for now (held) or can again. */
+void queue_hold_back(struct queue *q, struct queue_entry *e, bool held);
+
+/*
+ * The owner is gone: drops e's request unanswered (a target in progress
+ * is answered to the log only) and frees what it held.  Idle e is fine.
+ */
+void queue_cancel(struct queue *q, struct queue_entry *e);
+
+/*
+ * At shutdown: answers e's targets still to run, the one in progress
+ * included, with "shutdown", then DONE (a request still being listed gets
+ * failed(-BTG_ERR_SHUTDOWN) instead).  Returns how many targets.
+ */
+size_t queue_shutdown(struct queue *q, struct queue_entry *e);
+
+/* Runs one turn, if any entry is ready or due: see the top of this file. */
+void queue_turn(struct queue *q);
+
+/* True when a turn is waiting now (the loop must not sleep). */
+bool queue_ready(const struct queue *q);
+
+/* When the earliest parked target is due (CLOCK_MONOTONIC ms), UINT64_MAX if none. */
+uint64_t queue_next_wake(const struct queue *q);
+
+#endif
