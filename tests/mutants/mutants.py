@@ -94,7 +94,7 @@ MUTANTS = [
      [("\t\t\treturn n->failed ? EXIT_FAILED : EXIT_OK;", "\t\t\treturn n->failed ? EXIT_OK : EXIT_OK;")],
      ["test_client_cli.py"]),
     ("--tree children not listed again after the patch", "daemon/queue.c",
-     [("\tif (!c->tree || c->relists", "\tif (1 || !c->tree || c->relists")],
+     [("\tif (!e->tree || e->relists", "\tif (1 || !e->tree || e->relists")],
      ["test_prod_children.py::test_tree_finds_children_forked_before_the_parent_was_patched"]),
     ("a selector picks processes the caller may not act on", "daemon/action.c",
      [("\tif (authorize(&x->caller, t, pid, &facts) < 0) {",
