@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Helpers shared by the hardening tests (issue 5): test_faults.py,
+"""Helpers shared by the hardening tests: test_faults.py,
 test_load.py, test_pidreuse.py, test_audit.py and tests/valgrind/run.
 
 This module owns what those tests need beyond conftest.py: the complete
@@ -43,7 +43,7 @@ class Site:
 
     Built before anything touched the process, so `original` is the real
     thing; the guarded form is the original with the 3-byte stub after an
-    endbr64 (or at the entry), exactly as issue 2 specifies.  8 bytes are
+    endbr64 (or at the entry), as the stub placement rule says.  8 bytes are
     compared: the stub and what surrounds it must both be right.
     """
 

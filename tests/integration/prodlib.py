@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Helpers for the production-target tests (issue 4, test_prod_*.py).
+"""Helpers for the production-target tests (test_prod_*.py).
 
 conftest.py starts victims by name with fixed arguments; the production
 cases need more: a victim started through a wrapper (unshare, the dynamic

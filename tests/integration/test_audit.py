@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The audit trail (issue 5, item 6): every target of every request leaves
+"""The audit trail: every target of every request leaves
 one record naming the requester (uid, gid, pid), the target (pid and
 executable), the action, the result with its error code, the state and the
 pause; a denial is recorded at a higher priority than other outcomes.

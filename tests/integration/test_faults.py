@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Fault injection (issue 5, item 2): the daemon or its target dies at a
+"""Fault injection: the daemon or its target dies at a
 random moment of a guard or unguard.
 
 Daemon killed: a 32-thread bt_loop hammers backtrace() while a fresh

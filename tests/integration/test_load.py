@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Load (issue 5, item 3): many clients at once, bad clients among them,
+"""Load: many clients at once, bad clients among them,
 and a long run that must not grow the daemon.
 
 test_500_clients_among_bad_ones: 500 concurrent clients each send 20 status

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""PID reuse (issue 5, item 4): a PID that names another process by the
+"""PID reuse: a PID that names another process by the
 time the daemon acts must never lead it to act on that other process.
 
 The daemon pins a target (pidfd_open + /proc/PID/stat start time) when it

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 1-3: targets whose files the daemon cannot simply open.
+"""Targets whose files the daemon cannot simply open.
 
 1. a container's mount namespace, with libc at a path the host lacks;
 2. a container's PID namespace, where btguardctl runs inside and names

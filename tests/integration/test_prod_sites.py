@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 4, 10 and 11: where backtrace() is, and what may write it.
+"""Where backtrace() is, and what may write it.
 
 4.  several definitions: an LD_PRELOADed second backtrace(), glibc linked
     statically (found through .symtab), a stripped static executable and a

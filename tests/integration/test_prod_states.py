@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 5-9: targets in awkward states.
+"""Targets in awkward states.
 
 5. job-control stopped (SIGSTOP) -- guarded, and still stopped after;
 6. already traced (strace) -- "traced" naming the tracer, which keeps working;
