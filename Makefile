@@ -68,7 +68,7 @@ VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
-        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64 check-deploy
+        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -181,6 +181,13 @@ check-deb: check-deps
 check-deploy: check-deps check-deb
 	$(MAKE) all victims
 	tests/deploy/run $(BUILD) $(BUILD)/deb/btguard_*.deb
+
+# The node-agent image for operators (deploy/README.md), into the system's
+# podman storage: the package, the cached root file system, deploy/build-image.
+agent-image: check-deps check-deb
+	$(MAKE) all
+	deploy/build-image "$$(tests/system/make-rootfs --base "" $(BUILD)/deploy \
+	    $(BUILD)/btguardd $(BUILD)/btguardctl)" $(BUILD)/deb/btguard_*.deb
 
 # The source install path (tests/install/run): make install into an empty
 # DESTDIR, check every file, make uninstall, check nothing is left.
