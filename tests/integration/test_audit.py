@@ -30,7 +30,7 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, BTGUARDCTL,
                       PROC_UNKNOWN, RESULT_WROTE, SANITIZER_MARKERS,
                       START_TIMEOUT, STOP_TIMEOUT, Wire, kernel_thread_pid,
                       unused_pid, user_prefix)
-from hardlib import error_name
+from conftest import error_name
 
 RECORD = re.compile(
     r"^btguardd: (?P<level>\w+): (?P<action>guard|unguard|status) pid=(?P<pid>\d+) "

@@ -42,7 +42,7 @@ import pytest
 from conftest import (BTGUARDCTL, CPU_CGROUP_V1, MAX_PIDS, VERSION, expected_site, read_mem,
                       read_report, stop_started, thread_problems, user_prefix, wait_report,
                       wait_threads_running)
-from prodlib import Lines, start, task_states, victim_path, wait_for
+from conftest import Lines, start, task_states, victim_path, wait_for
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
 # client was served again (30 s and more on a node; here, with the extra

@@ -36,7 +36,7 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, PROC_GUARDED,
                       PROC_UNGUARDED, RESULT_WROTE, STOP_TIMEOUT, Wire,
                       encode_request, thread_problems, tracer_pid,
                       wait_report, wait_threads_running)
-from hardlib import ERR, KillableDaemon, Site, error_name, renice_threads
+from conftest import ERR, KillableDaemon, Site, error_name, renice_threads
 
 ROUNDS = int(os.environ.get("BTGUARD_FAULT_ROUNDS", "200"))
 TARGET_ROUNDS = int(os.environ.get("BTGUARD_TARGET_KILL_ROUNDS", "40"))

@@ -33,8 +33,8 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, ERR,
                       HEADER, KIND_ERROR, KIND_REQUEST, KIND_RESULT, MAGIC, MAX_PAYLOAD,
                       MAX_PIDS, PROC_UNGUARDED, VERSION, Wire, encode_request,
                       kernel_thread_pid, unused_pid)
-from hardlib import ERR as ALL_ERR
-from hardlib import is_sanitized, open_fds, vm_rss_kib
+from conftest import ERR as ALL_ERR
+from conftest import is_sanitized, open_fds, vm_rss_kib
 
 GOOD_CLIENTS = 500
 REQUESTS_EACH = 20

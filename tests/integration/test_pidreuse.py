@@ -136,8 +136,7 @@ class Inside:
     def __init__(self):
         sys.path.insert(0, str(HERE))
         import conftest
-        import hardlib
-        self.c, self.h = conftest, hardlib
+        self.c = self.h = conftest
         assert os.getpid() == 1, "must run as init of a new PID namespace"
         self.dir = Path(tempfile.mkdtemp(prefix="btg-pidns-"))
         self.children = []

@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from conftest import BTGUARDCTL, expected_site, read_mem, wait_threads_running
-from prodlib import (assert_original, assert_stub, guard_ok, mapped_paths, one,
+from conftest import (assert_original, assert_stub, guard_ok, mapped_paths, one,
                      own_mapping, sites_of, start, unguard_ok, victim_path,
                      wait_behaviour)
 

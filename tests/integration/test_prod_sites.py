@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, read_mem, wait_threads_running
-from prodlib import (ENDBR64, STUB, assert_original, assert_stub, guard_ok, one,
+from conftest import (ENDBR64, STUB, assert_original, assert_stub, guard_ok, one,
                      sites_of, start, unguard_ok, victim_path, wait_behaviour)
 
 NTHREADS = 4

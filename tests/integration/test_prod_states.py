@@ -23,7 +23,7 @@ from conftest import (ACTION_GUARD, ACTION_UNGUARD, CPU_CGROUP_V1, ERR_NAMES, PR
                       PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire, expected_site,
                       read_mem, read_report, wait_report,
                       wait_threads_running)
-from prodlib import (assert_original, assert_stub, guard_ok, one, start, task_states,
+from conftest import (assert_original, assert_stub, guard_ok, one, start, task_states,
                      unguard_ok, victim_path, wait_behaviour, wait_for)
 
 NTHREADS = 4
