@@ -13,12 +13,13 @@
 AARCH64_BUILD := $(BUILD)/aarch64
 AARCH64_DEPS  := $(abspath $(AARCH64_BUILD))/deps
 AARCH64_CC    ?= aarch64-linux-gnu-gcc
+AARCH64_OBJDUMP ?= aarch64-linux-gnu-objdump
 AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/root/usr/lib/aarch64-linux-gnu
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
-# built with branch protection (paciasp and bti c landing pads).
+# built with branch protection (paciasp, pacibsp and bti c landing pads).
 AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_loop $(AARCH64_BUILD)/victims/libbtpad_pac \
-                   $(AARCH64_BUILD)/victims/libbtpad_bti $(AARCH64_BUILD)/victims/leafcall \
-                   $(AARCH64_BUILD)/victims/libbtleaf
+                   $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
+                   $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf
 AARCH64_VICTIM_CFLAGS = $(VICTIM_CFLAGS) -mbranch-protection=standard
 # The linker marks a shared object BTI only if every input is marked, and
 # the cross toolchain's crti.o/crtbeginS.o are not: without start files
@@ -26,6 +27,11 @@ AARCH64_VICTIM_CFLAGS = $(VICTIM_CFLAGS) -mbranch-protection=standard
 # their code with PROT_BTI, and a stub that dropped the landing pad would
 # take SIGILL on the first PLT call.
 AARCH64_PAD_CFLAGS = $(AARCH64_VICTIM_CFLAGS) -shared -fPIC -nostartfiles
+# Fails (and removes the library) unless its backtrace() starts with $(1):
+# the pad the guest test says it exercises is the one the compiler emitted.
+AARCH64_FIRST_INSN = $(AARCH64_OBJDUMP) -d --disassemble=backtrace $@ | \
+	grep -A1 '<backtrace>:' | tail -n1 | grep -qw '$(1)' || \
+	{ echo "$@: backtrace() does not start with $(1)" >&2; rm -f $@; exit 1; }
 
 .PHONY: cross-aarch64 check-aarch64
 
@@ -45,10 +51,18 @@ $(AARCH64_BUILD)/victims/bt_loop: tests/victims/bt_loop.c
 $(AARCH64_BUILD)/victims/libbtpad_pac: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -o $@ $<
+	$(call AARCH64_FIRST_INSN,paciasp)
+
+# pac-ret with the B key: pacibsp signs x30, the stub must return with retab.
+$(AARCH64_BUILD)/victims/libbtpad_pacb: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -mbranch-protection=pac-ret+b-key+bti -o $@ $<
+	$(call AARCH64_FIRST_INSN,pacibsp)
 
 $(AARCH64_BUILD)/victims/libbtpad_bti: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -DBTPAD_LEAF -o $@ $<
+	$(call AARCH64_FIRST_INSN,bti)
 
 # A thread parked in a leaf called from backtrace()'s first instruction.
 $(AARCH64_BUILD)/victims/leafcall: tests/aarch64/leafcall.c
