@@ -17,7 +17,7 @@ AARCH64_OBJDUMP ?= aarch64-linux-gnu-objdump
 AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/root/usr/lib/aarch64-linux-gnu
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
-AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_loop $(AARCH64_BUILD)/victims/libbtpad_pac \
+AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
                    $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf
 AARCH64_VICTIM_CFLAGS = $(VICTIM_CFLAGS) -mbranch-protection=standard
@@ -44,7 +44,7 @@ cross-aarch64: check-deps
 	    LDFLAGS="-Wl,-rpath-link,$(AARCH64_LIBDIRS)" all
 	$(MAKE) $(AARCH64_VICTIMS)
 
-$(AARCH64_BUILD)/victims/bt_loop: tests/victims/bt_loop.c
+$(AARCH64_BUILD)/victims/bt_sync: tests/aarch64/bt_sync.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
 
@@ -82,8 +82,8 @@ $(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/stub.c daemon/stub
 	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/stub.c $(CMOCKA_LIBS)
 
 # About 3 minutes under TCG (most of it the guard/unguard cycles, which
-# stop early on a busy host), never more than the runner's 290 s timeout; the guest's serial console is kept in
-# $(AARCH64_BUILD)/qemu/console.log.
+# stop early on a busy host), never more than the runner's 260 s timeout;
+# the guest's serial console is kept in $(AARCH64_BUILD)/qemu/console.log.
 check-aarch64: cross-aarch64 $(AARCH64_UNIT_BIN)
 	$(AARCH64_UNIT_BIN)
 	tests/aarch64/run $(AARCH64_BUILD)

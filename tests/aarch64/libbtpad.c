@@ -8,7 +8,7 @@
  *    ptrace word is unaligned (glibc's and the leaf's are aligned);
  *  - the same built with -mbranch-protection=pac-ret+b-key+bti: pacibsp;
  *  - -DBTPAD_LEAF: a leaf returning 3 frames, started with bti c.
- * LD_PRELOADed into bt_loop, it is the definition every call reaches, and
+ * LD_PRELOADed into bt_sync, it is the definition every call reaches, and
  * ld.so maps it with PROT_BTI where the kernel and CPU support BTI.
  */
 #include <dlfcn.h>
