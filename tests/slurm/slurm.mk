@@ -20,6 +20,7 @@ $(BUILD)/tests/test_slurm_parse: $(call obj,tests/slurm/test_slurm_parse.c) $(ca
 .PHONY: check-slurm
 check-slurm: check-deps
 	$(MAKE) all
+	$(MAKE) spank
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_SLURM_DIR=$(abspath $(BUILD))/slurm-test \
 	    /usr/bin/python3 -m pytest -q tests/slurm
 
