@@ -348,20 +348,24 @@ def test_busy_target_does_not_hold_up_others_slow_to_stop(daemon, victim, thrott
     v = victim("bt_loop", 1, report=True)
     wait_report(v.report, lambda r: len(r.threads) == 1, "bt_loop's first report")
     worker = read_report(v.report).threads[0].tid
-    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    # Three hogs: the worker's share of the group's 1 ms a second (SCHED_IDLE,
+    # weight 3 against 3 x 1024) is then small enough that it stays unstopped
+    # for seconds even on a loaded machine under ASan.
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(3)]
     released = False
 
     def release():
         nonlocal released
-        hog.kill()
-        hog.wait()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
         with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
             f.write(str(worker))
         released = True
 
     try:
         os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))
-        for tid in (hog.pid, worker):
+        for tid in [h.pid for h in hogs] + [worker]:
             with open(os.path.join(throttled_cgroup, "tasks"), "w") as f:
                 f.write(str(tid))
         res = idle_guard_overtakes(daemon, victim, v.pid, release)
