@@ -7,7 +7,6 @@ from the victim's own ELF symbols.
 import subprocess
 
 from .procfs import read_mem
-from .victims import start
 
 
 def libc_text_mappings(pid):

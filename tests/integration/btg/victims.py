@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from .paths import REPORT_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, VICTIMS
-from .procfs import proc_state, process_alive
+from .procfs import proc_state, process_alive, task_states, wait_for
 
 
 Report = collections.namedtuple("Report", "seq threads")
@@ -305,3 +305,16 @@ threading.Thread(target=spawner, daemon=True).start()
 while True:
     time.sleep(60)
 """
+
+
+def vforker_in_d_state(factory):
+    """vforker with one thread blocked in vfork(), in uninterruptible sleep
+    until the gate file appears.  Returns (victim, that thread's TID, gate)."""
+    gate = factory.dir / "vfork-gate"
+    v = start(factory, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
+    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
+        v.lines.until(lambda x: x.startswith("vfork "))
+    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
+    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
+             f"thread {stuck} to block in vfork", timeout=10)
+    return v, stuck, gate
