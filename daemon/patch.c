@@ -34,6 +34,14 @@
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
  *
+ * At an exec (exec.c: guard --at-exec, run) the same sites are found and
+ * classified (1-3) and written with 4g alone, at a system call-stop of the
+ * new program before any of its code ran.  4a-4f have nothing to do there:
+ * the exec left one task (it killed the others, and the loader starts
+ * none), its new memory is shared with nobody, and a definition is seen
+ * at the first stop after its mapping became executable, so no thread can
+ * be executing, or return into, bytes that could not be run before.
+ *
  * The stop wait of one attempt (4c) is bounded by PATCH_STOP_WAIT_MS as
  * well as by the deadline (patch.h says why), so a thread slow to stop
  * holds the loop for one bounded attempt, not for the whole deadline.
