@@ -640,7 +640,7 @@ def daemon():
 MAGIC = 0x31475442
 VERSION = 2
 KIND_REQUEST, KIND_RESULT, KIND_DONE, KIND_ERROR = 1, 2, 3, 4
-ACTION_GUARD, ACTION_UNGUARD, ACTION_STATUS = 1, 2, 3
+ACTION_GUARD, ACTION_UNGUARD, ACTION_STATUS, ACTION_AT_EXEC = 1, 2, 3, 4
 HEADER = struct.Struct("<IHHI")
 REQUEST = struct.Struct("<BBHII")
 RESULT = struct.Struct("<iIBBBBIIIBB")   # ... check_us, uid, risk, warnings
@@ -659,6 +659,7 @@ ERR = {name: 4096 + i for i, name in enumerate(ERR_NAMES)}
 # enum proto_proc_state
 PROC_NONE, PROC_UNGUARDED, PROC_GUARDED, PROC_PARTIAL, PROC_FOREIGN, PROC_UNKNOWN = range(6)
 RESULT_WROTE = 0x01
+RESULT_ARMED = 0x02   # at-exec: the first of its two RESULTs
 
 SITE = struct.Struct("<QBBH")   # address, state, flags, object length
 SELECT = struct.Struct("<BBI")  # fields, reserved, uid

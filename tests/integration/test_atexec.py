@@ -9,7 +9,9 @@ its stdin, then execs the victim) stands in for a launcher's child between
 fork and exec.
 """
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +19,10 @@ import time
 
 import pytest
 
-import contextlib
-import shutil
-
-from conftest import (BTGUARDCTL, FAULTS_BTGUARDD, VICTIMS, Daemon, running_daemon,
-                      stop_started, thread_problems, tracer_pid, user_prefix)
+from conftest import (ACTION_AT_EXEC, BTGUARDCTL, ERR, FAULTS_BTGUARDD, KIND_ERROR,
+                      KIND_DONE, KIND_RESULT, PROC_GUARDED, RESULT_ARMED, RESULT_WROTE,
+                      VICTIMS, Daemon, Wire, decode_result, encode_request, running_daemon, stop_started, thread_problems,
+                      tracer_pid, user_prefix)
 
 LAUNCHER = "import os, sys; os.read(0, 1); os.execv(sys.argv[1], sys.argv[1:])"
 # The launcher when the exec fails: it says so, and exits 42.
@@ -332,4 +333,32 @@ def test_help_names_run_and_at_exec():
     out = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True, text=True,
                          check=True).stdout
     assert "--at-exec" in out and "run -- CMD" in out
-    assert os.path.exists(BTGUARDCTL)
+
+
+def test_wire_two_results_then_done_2(daemon):
+    """At the wire: ARMED first, then the outcome, and DONE counts both."""
+    child = launch(vpath("first_line"))
+    try:
+        with Wire(daemon.socket) as w:
+            w.send(encode_request(ACTION_AT_EXEC, [child.pid]))
+            kind, payload = w.recv()
+            first = decode_result(payload)
+            assert (first.pid, first.error, first.action) == (child.pid, 0, ACTION_AT_EXEC)
+            assert first.flags == RESULT_ARMED
+            release(child)
+            kind, payload = w.recv()
+            assert kind == KIND_RESULT
+            second = decode_result(payload)
+            kind, payload = w.recv()
+    finally:
+        stop_started(child)
+    assert (second.error, second.state, second.flags) == (0, PROC_GUARDED, RESULT_WROTE)
+    assert (kind, int.from_bytes(payload, "little")) == (KIND_DONE, 2)
+
+
+def test_wire_at_exec_names_one_pid(daemon):
+    with Wire(daemon.socket) as w:
+        w.send(encode_request(ACTION_AT_EXEC, [os.getpid(), os.getpid()]))
+        kind, payload = w.recv()
+    assert kind == KIND_ERROR
+    assert int.from_bytes(payload[:4], "little") == ERR["protocol"]
