@@ -19,10 +19,10 @@ import time
 
 import pytest
 
-from conftest import (ACTION_AT_EXEC, BTGUARDCTL, ERR, FAULTS_BTGUARDD, KIND_ERROR,
-                      KIND_DONE, KIND_RESULT, PROC_GUARDED, RESULT_ARMED, RESULT_WROTE,
-                      VICTIMS, Daemon, Wire, decode_result, encode_request, running_daemon, stop_started, thread_problems,
-                      tracer_pid, user_prefix)
+from conftest import (ACTION_AT_EXEC, BTGUARDCTL, ERR, FAULTS_BTGUARDD, KIND_DONE,
+                      KIND_ERROR, KIND_RESULT, PROC_GUARDED, RESULT_ARMED, RESULT_WROTE,
+                      VICTIMS, Daemon, Wire, decode_result, encode_request, running_daemon,
+                      stop_started, thread_problems, tracer_pid, user_prefix)
 
 LAUNCHER = "import os, sys; os.read(0, 1); os.execv(sys.argv[1], sys.argv[1:])"
 # The launcher when the exec fails: it says so, and exits 42.
