@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -362,3 +363,29 @@ def test_wire_at_exec_names_one_pid(daemon):
         kind, payload = w.recv()
     assert kind == KIND_ERROR
     assert int.from_bytes(payload[:4], "little") == ERR["protocol"]
+
+
+def test_setuid_program_is_let_go_untouched_for_a_user(daemon, test_user):
+    """The kernel lets a traced setuid exec gain privilege when the tracer
+    (the daemon) may trace the result: a user's --at-exec is authorized
+    again at the exec, and the setuid program is let go untouched."""
+    where = tempfile.mkdtemp(prefix="btg-setuid-")   # the user must reach it
+    os.chmod(where, 0o755)
+    prog = os.path.join(where, "first_line_setuid")
+    shutil.copy(vpath("first_line"), prog)
+    os.chown(prog, 0, 0)
+    os.chmod(prog, 0o4755)
+    child = launch(str(prog), user=test_user)
+    try:
+        ctl = subprocess.Popen(ctl_argv(daemon, "guard", "--at-exec", child.pid, user=test_user),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        armed(ctl)
+        release(child)
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 1, (out, err)
+        assert "error: denied" in out and "untouched" in out, out
+        assert int(child.stdout.read()) > 0       # never guarded
+        assert child.wait(timeout=TIMEOUT) == 0
+    finally:
+        stop_started(child)
+        shutil.rmtree(where, ignore_errors=True)
