@@ -389,3 +389,33 @@ def test_setuid_program_is_let_go_untouched_for_a_user(daemon, test_user):
     finally:
         stop_started(child)
         shutil.rmtree(where, ignore_errors=True)
+
+
+def test_client_gone_while_armed_lets_the_process_go(daemon):
+    child, ctl = at_exec(daemon, vpath("first_line"))
+    try:
+        armed(ctl)
+        ctl.kill()
+        ctl.wait()
+        assert_untouched(child.pid)
+        release(child)
+        assert int(child.stdout.read()) > 0
+    finally:
+        stop_started(ctl)
+        stop_started(child)
+
+
+def test_daemon_stopping_while_armed_answers_shutdown():
+    with running_daemon() as d:
+        child, ctl = at_exec(d, vpath("first_line"))
+        try:
+            armed(ctl)
+            d.proc.send_signal(signal.SIGTERM)
+            out, err = ctl.communicate(timeout=TIMEOUT)
+            assert ctl.returncode == 1 and "error: shutdown" in out, (out, err)
+            assert_untouched(child.pid)
+            release(child)
+            assert int(child.stdout.read()) > 0
+        finally:
+            stop_started(ctl)
+            stop_started(child)
