@@ -203,6 +203,23 @@ def test_at_exec_of_a_program_without_backtrace(daemon):
         stop_started(child)
 
 
+def test_at_exec_gives_up_at_the_programs_first_own_system_call(daemon):
+    """A dynamic program whose loader maps no library: the follow ends at
+    its first system call the loader never makes (write), no-site."""
+    child, ctl = at_exec(daemon, vpath("nolibc_dyn"))
+    try:
+        armed(ctl)
+        release(child)
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 1, (out, err)
+        assert "error: no-site" in out and "first system call of its own" in out, out
+        assert child.stdout.readline() == b"ready\n"
+        assert_untouched(child.pid)
+    finally:
+        stop_started(ctl)
+        stop_started(child)
+
+
 def test_at_exec_without_exec_times_out_and_lets_go(daemon):
     child = launch(vpath("first_line"))
     try:
