@@ -154,7 +154,7 @@ static int guard_mapped(struct exec_job *j)
 	struct procfs_mapping *maps = NULL;
 	struct proto_result *res = j->res;
 	size_t nmaps = 0;
-	bool library = false;
+	bool library = false, planned = false;
 	int r = procfs_read_maps(j->pid, &maps, &nmaps);
 
 	if (r < 0) {
@@ -174,16 +174,14 @@ static int guard_mapped(struct exec_job *j)
 				 j->sites.v[i].object, j->sites.v[i].addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		if (j->sites.v[i].state == PROTO_SITE_ORIGINAL)
-			j->wrote = true;
+		planned = planned || j->sites.v[i].state == PROTO_SITE_ORIGINAL;
 		library = library || !mapped_by_exec(j, j->sites.v[i].object);
 	}
 	/* One task, stopped at a system call, nothing of these bytes run: see the top. */
 	r = patch_write_sites(j->pid, j->pid, &j->sites, true, res->message, sizeof(res->message));
-	if (r < 0) {
-		j->wrote = false;
-		return r;
-	}
+	if (r < 0)
+		return r;   /* this round's words are restored; an earlier round's stay */
+	j->wrote = j->wrote || planned;
 	return library;
 }
 
