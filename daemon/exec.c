@@ -18,8 +18,9 @@
  *     A static executable (no loader, one object) is guarded here.
  *  4. Otherwise its loader runs: at the exit of every system call, find
  *     the backtrace() definitions mapped executable so far (sites.c) and
- *     guard each original one; once an object other than the executable
- *     and its loader defines one (libc), the job is done.  A system call
+ *     guard each original one; once the C library's is mapped (libc.so.*;
+ *     an LD_PRELOADed definition comes before it and is guarded on the
+ *     way), the job is done.  A system call
  *     the loader never makes, or EXEC_LOADER_MS / EXEC_LOADER_CALLS
  *     without a library definition, ends it with what was found (no-site
  *     when nothing).
@@ -110,6 +111,19 @@ static bool is_loader_call(uint64_t nr)
 	return false;
 }
 
+/*
+ * The C library: the definition the follow waits for.  Another library's
+ * own backtrace() (an LD_PRELOADed one) is mapped before it and guarded
+ * as it appears, but does not end the follow, or glibc's would be left
+ * original.  A program without glibc ends at its first own system call.
+ */
+static bool is_libc(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return !strncmp(slash ? slash + 1 : path, "libc.so", 7);
+}
+
 static bool mapped_by_exec(const struct exec_job *j, const char *path)
 {
 	for (size_t i = 0; i < j->nobjects; i++)
@@ -146,7 +160,7 @@ static int finish(struct exec_job *j, int r)
 
 /*
  * Steps 3 and 4: what is mapped executable now, guarded where it is
- * original.  1 when an object of its own (a library) defines backtrace():
+ * original.  1 once the C library's definition is mapped (and guarded):
  * done; 0 to follow on.
  */
 static int guard_mapped(struct exec_job *j)
@@ -175,7 +189,8 @@ static int guard_mapped(struct exec_job *j)
 			return -BTG_ERR_FOREIGN;
 		}
 		planned = planned || j->sites.v[i].state == PROTO_SITE_ORIGINAL;
-		library = library || !mapped_by_exec(j, j->sites.v[i].object);
+		library = library || (is_libc(j->sites.v[i].object) &&
+				      !mapped_by_exec(j, j->sites.v[i].object));
 	}
 	/* One task, stopped at a system call, nothing of these bytes run: see the top. */
 	r = patch_write_sites(j->pid, j->pid, &j->sites, true, res->message, sizeof(res->message));

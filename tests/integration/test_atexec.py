@@ -124,6 +124,19 @@ def test_run_forwards_sigterm(daemon):
         stop_started(p)
 
 
+def test_run_with_a_preloaded_definition_guards_both(daemon):
+    """An LD_PRELOADed backtrace() is mapped before glibc's: both are
+    guarded, the follow does not stop at the first."""
+    env = {**os.environ, "LD_PRELOAD": vpath("libbtpre")}
+    p = subprocess.run(ctl_argv(daemon, "--json", "--verbose", "run", "--", vpath("first_line")),
+                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "0\n"
+    final = [line for line in p.stderr.splitlines() if '"armed":false' in line]
+    assert len(final) == 1 and '"state":"guarded"' in final[0], p.stderr
+    assert final[0].count('"state":"guarded"') == 3, final[0]   # the process and 2 sites
+
+
 def test_run_static_executable(daemon):
     p = subprocess.run(ctl_argv(daemon, "--verbose", "run", "--", vpath("first_line_static")),
                        capture_output=True, text=True, timeout=TIMEOUT)
