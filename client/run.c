@@ -34,7 +34,11 @@
 
 static volatile sig_atomic_t child_pid;
 
-static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+#define NFORWARDED 7
+static const int forwarded[NFORWARDED] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+					   SIGWINCH };
+/* What they were when btguardctl started: an ignored one is not forwarded. */
+static struct sigaction inherited[NFORWARDED];
 
 static void forward(int sig, siginfo_t *si, void *ctx)
 {
@@ -55,8 +59,13 @@ static void forward_signals(pid_t pid)
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	child_pid = pid;
-	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+	for (size_t i = 0; i < NFORWARDED; i++) {
+		/* An ignored signal (nohup, a background job) stays ignored: the
+		 * command ignores it too, so there is nothing to pass on. */
+		if (inherited[i].sa_handler == SIG_IGN)
+			continue;
 		sigaction(forwarded[i], &sa, NULL);
+	}
 }
 
 /* The child: wait for go, then become the command.  Never returns. */
@@ -66,9 +75,8 @@ static void child(char *const argv[], int go_fd, int err_fd)
 	ssize_t n;
 	int e;
 
-	/* The parent's handlers are not the command's: it starts with the defaults. */
-	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-		signal(forwarded[i], SIG_DFL);
+	/* Forked before the parent's handlers go in: the command inherits what
+	 * btguardctl did, an ignored SIGINT included (as under nohup). */
 	do
 		n = read(go_fd, &byte, 1);
 	while (n < 0 && errno == EINTR);
@@ -88,6 +96,8 @@ int run_spawn(char *const argv[], struct run_child *ret)
 	pid_t pid;
 	int r;
 
+	for (size_t i = 0; i < NFORWARDED; i++)
+		sigaction(forwarded[i], NULL, &inherited[i]);   /* only read here */
 	if (pipe2(go, O_CLOEXEC) < 0)
 		return -errno;
 	if (pipe2(err, O_CLOEXEC) < 0) {

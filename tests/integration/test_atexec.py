@@ -137,6 +137,15 @@ def test_run_with_a_preloaded_definition_guards_both(daemon):
     assert final[0].count('"state":"guarded"') == 3, final[0]   # the process and 2 sites
 
 
+def test_run_keeps_an_ignored_sigint_ignored(daemon):
+    """Like env under nohup: what btguardctl inherited, the command does."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    p = subprocess.run(ctl_argv(daemon, "run", "--", sys.executable, "-c", probe),
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert (p.returncode, p.stdout) == (0, "True\n"), p.stderr
+
+
 def test_run_static_executable(daemon):
     p = subprocess.run(ctl_argv(daemon, "--verbose", "run", "--", vpath("first_line_static")),
                        capture_output=True, text=True, timeout=TIMEOUT)
