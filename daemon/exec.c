@@ -386,8 +386,12 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			*ret_wake_ms = now_ms() + WAKE_BEFORE_MS;
 			return EXEC_ARMED;
 		}
+		/* ESRCH from a ptrace call: killed under us (SIGKILL needs no stop). */
+		if (r == -ESRCH)
+			snprintf(j->res->message, sizeof(j->res->message),
+				 "process %d was killed during the follow", j->pid);
 		if (r != 0)
-			return finish(j, r == 1 ? 0 : r);
+			return finish(j, r == 1 ? 0 : r == -ESRCH ? -BTG_ERR_GONE : r);
 		resumed = j->f.stopped == false;
 	}
 	if (j->phase == PHASE_LOADER && !timespec_left(&j->loader_by, &left))
