@@ -328,8 +328,8 @@ static int on_status(struct exec_job *j, int status)
 	switch (ptrace_follow_classify(status, &sig)) {
 	case PTRACE_FOLLOW_ENDED:
 		if (WIFSIGNALED(status))
-			snprintf(res->message, sizeof(res->message), "process %d was killed by %s %s", j->pid,
-				 sigabbrev_np(WTERMSIG(status)) ?: "a signal",
+			snprintf(res->message, sizeof(res->message), "process %d was killed by SIG%s %s",
+				 j->pid, sigabbrev_np(WTERMSIG(status)) ?: "?",
 				 j->phase == PHASE_LOADER ? "while its loader ran" : "before its exec");
 		else
 			snprintf(res->message, sizeof(res->message), "process %d exited %s%s%s", j->pid,

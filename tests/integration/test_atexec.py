@@ -458,3 +458,30 @@ def test_daemon_stopping_while_armed_answers_shutdown():
         finally:
             stop_started(ctl)
             stop_started(child)
+
+
+def test_process_killed_while_followed_answers_gone(daemon):
+    child, ctl = at_exec(daemon, vpath("first_line"))
+    try:
+        armed(ctl)
+        child.kill()
+        assert child.wait(timeout=TIMEOUT) == -signal.SIGKILL   # reaped by its parent
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 1 and "error: gone" in out and "SIGKILL" in out, (out, err)
+        daemon.alive()
+    finally:
+        stop_started(ctl)
+        stop_started(child)
+
+
+def test_process_exiting_before_its_exec_answers_gone(daemon):
+    child, ctl = at_exec(daemon, script="import os; os.read(0, 1); os._exit(5)")
+    try:
+        armed(ctl)
+        release(child)
+        assert child.wait(timeout=TIMEOUT) == 5
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 1 and "error: gone" in out and "before its exec" in out, out
+    finally:
+        stop_started(ctl)
+        stop_started(child)
