@@ -45,10 +45,10 @@ def ctl_argv(d, *args, user=None):
     return user_prefix(user) + [d.client_path(user), "--socket", d.socket, *map(str, args)]
 
 
-def launch(*argv, script=LAUNCHER, user=None):
+def launch(*argv, script=LAUNCHER, user=None, env=None):
     """A process about to exec argv once a byte arrives on its stdin."""
     return subprocess.Popen(user_prefix(user) + [sys.executable, "-c", script, *argv],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
 
 def assert_untouched(pid):
@@ -124,17 +124,24 @@ def test_run_forwards_sigterm(daemon):
         stop_started(p)
 
 
-def test_run_with_a_preloaded_definition_guards_both(daemon):
+def test_preloaded_definition_and_glibcs_are_both_guarded(daemon):
     """An LD_PRELOADed backtrace() is mapped before glibc's: both are
     guarded, the follow does not stop at the first."""
-    env = {**os.environ, "LD_PRELOAD": vpath("libbtpre")}
-    p = subprocess.run(ctl_argv(daemon, "--json", "--verbose", "run", "--", vpath("first_line")),
-                       capture_output=True, text=True, timeout=TIMEOUT, env=env)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout == "0\n"
-    final = [line for line in p.stderr.splitlines() if '"armed":false' in line]
-    assert len(final) == 1 and '"state":"guarded"' in final[0], p.stderr
-    assert final[0].count('"state":"guarded"') == 3, final[0]   # the process and 2 sites
+    child = launch(vpath("first_line"), env={**os.environ, "LD_PRELOAD": vpath("libbtpre")})
+    ctl = subprocess.Popen(ctl_argv(daemon, "--json", "guard", "--at-exec", child.pid),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        armed(ctl)
+        release(child)
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 0, (out, err)
+        final = out.splitlines()[-1]
+        assert '"armed":false' in final and '"state":"guarded"' in final, out
+        assert final.count('"state":"guarded"') == 3, final   # the process and 2 sites
+        assert child.stdout.read() == b"0\n"
+    finally:
+        stop_started(ctl)
+        stop_started(child)
 
 
 def test_run_keeps_an_ignored_sigint_ignored(daemon):
