@@ -350,7 +350,10 @@ static void expand_step(struct queue *q, struct queue_entry *e)
 /* e's job was refused as busy: it waits for wake_ms, and says so once. */
 static void park(struct queue *q, struct queue_entry *e)
 {
-	if (!e->waited)
+	if (!e->waited && e->action == PROTO_ACTION_AT_EXEC)
+		log_msg(LOG_DEBUG, "client pid=%d: PID %d followed (%s); other targets meanwhile",
+			(int)e->caller.pid, e->res->pid, e->res->message);
+	else if (!e->waited)
 		log_msg(LOG_DEBUG, "client pid=%d: PID %d busy (%s); next attempt in %lld ms, other targets meanwhile",
 			(int)e->caller.pid, e->res->pid, e->res->message,
 			(long long)e->wake_ms - (long long)now_ms());
