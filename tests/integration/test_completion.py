@@ -97,7 +97,8 @@ def sleeper(shared_dir):
 
 
 def test_verbs_first(complete):
-    assert complete("") == ["guard", "unguard", "status"]
+    assert complete("") == ["guard", "unguard", "status", "run"]
+    assert complete("run", "") == ["--"]
     assert complete("un") == ["unguard"]
     # Options and their values come before the command, and are skipped.
     assert complete("--json", "-s", "/tmp/x.sock", "--deadline=9", "st") == ["status"]
