@@ -19,6 +19,8 @@
  * here, because an unguarded task is better than a lost job.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,13 +102,23 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Runs btguardctl guard --at-exec PID; 0 when it says the task is armed. */
-static int arm(pid_t task)
+/*
+ * Starts btguardctl --json guard --at-exec PID and waits, at most the
+ * timeout, for its first line: the daemon has seized the task and will
+ * follow it through its exec.  btguardctl must stay connected until the
+ * task has exec'd and been guarded (a client gone while armed lets the
+ * task go unguarded), which happens only after this hook returns and
+ * slurmstepd lets the tasks exec: so it runs on, detached (a grandchild,
+ * never slurmstepd's to reap), its output going into a pipe nobody reads
+ * after the first line (two short lines: far below a pipe's buffer).
+ * Returns 0 when armed, -ETIMEDOUT, -EIO when btguardctl said otherwise.
+ */
+static int arm(pid_t task, char *why, size_t why_len)
 {
-	char pidbuf[16], secs[16], *argv[10];
-	struct timespec nap = { 0, 10 * 1000 * 1000 };
-	int argc = 0, status, waited_ms = 0;
-	pid_t child, r;
+	char pidbuf[16], secs[16], line[1024], *argv[11];
+	int argc = 0, fds[2], status, r;
+	size_t len = 0;
+	pid_t mid;
 
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)task);
 	snprintf(secs, sizeof(secs), "%d", timeout_s);
@@ -115,41 +127,68 @@ static int arm(pid_t task)
 		argv[argc++] = "--socket";
 		argv[argc++] = sock;
 	}
+	argv[argc++] = "--json";
 	argv[argc++] = "--timeout";
 	argv[argc++] = secs;
 	argv[argc++] = "guard";
 	argv[argc++] = "--at-exec";
 	argv[argc++] = pidbuf;
 	argv[argc] = NULL;
-	child = fork();
-	if (child < 0)
+	/* O_CLOEXEC: the tasks slurmstepd execs must not inherit it. */
+	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
-	if (child == 0) {
-		execv(ctl, argv);
-		_exit(127);
+	mid = fork();
+	if (mid < 0) {
+		r = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		return r;
 	}
-	/* btguardctl has its own --timeout; this bound is in case it is stuck. */
-	for (;;) {
-		r = waitpid(child, &status, WNOHANG);
-		if (r == child)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (waited_ms > (timeout_s + 5) * 1000) {
-			kill(child, SIGKILL);
-			waitpid(child, &status, 0);
-			return -ETIMEDOUT;
+	if (mid == 0) {
+		/* The middle child only forks btguardctl and leaves: init reaps it. */
+		if (fork() == 0) {
+			setsid();
+			dup2(fds[1], STDOUT_FILENO);
+			execv(ctl, argv);
+			_exit(127);
 		}
-		nanosleep(&nap, NULL);
-		waited_ms += 10;
+		_exit(0);
 	}
-	if (!WIFEXITED(status))
-		return -EINTR;
-	return WEXITSTATUS(status) == 0 ? 0 : -WEXITSTATUS(status);
+	close(fds[1]);
+	while (waitpid(mid, &status, 0) < 0 && errno == EINTR)
+		;
+	r = -ETIMEDOUT;
+	for (;;) {
+		struct pollfd p = { .fd = fds[0], .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, timeout_s * 1000) <= 0)
+			break;
+		n = read(fds[0], line + len, sizeof(line) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = -EIO;   /* btguardctl ended without a line: it could not even ask */
+			break;
+		}
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strchr(line, '\n') || len == sizeof(line) - 1) {
+			r = strstr(line, "\"armed\":true") ? 0 : -EIO;
+			break;
+		}
+	}
+	line[strcspn(line, "\n")] = '\0';
+	snprintf(why, why_len, "%s", len ? line : "no answer");
+	/* Kept open (close-on-exec) until slurmstepd ends: closing it now
+	 * would end btguardctl with SIGPIPE on its second line. */
+	(void)fds[0];
+	return r;
 }
 
 int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
 {
+	char why[1024];
 	pid_t task;
 	int r;
 
@@ -161,16 +200,14 @@ int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
 		slurm_error("btguard: cannot learn the task's PID; the task runs unguarded");
 		return 0;
 	}
-	r = arm(task);
+	r = arm(task, why, sizeof(why));
 	if (r == 0)
 		slurm_verbose("btguard: task %d armed: guarded from its first instruction", (int)task);
 	else if (r == -ETIMEDOUT)
 		slurm_error("btguard: %s did not answer within %d s; task %d runs unguarded", ctl,
-			    timeout_s + 5, (int)task);
-	else if (r == -127)
-		slurm_error("btguard: cannot run %s; task %d runs unguarded", ctl, (int)task);
+			    timeout_s, (int)task);
 	else
-		slurm_error("btguard: %s guard --at-exec %d failed (status %d); the task runs "
-			    "unguarded", ctl, (int)task, r < 0 ? -r : r);
+		slurm_error("btguard: %s guard --at-exec %d: %s; the task runs unguarded", ctl,
+			    (int)task, why);
 	return 0;   /* never fail a task over its guard */
 }

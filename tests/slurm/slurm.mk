@@ -35,3 +35,13 @@ $(SPANK_SO): slurm/btguard_spank.c
 
 .PHONY: spank
 spank: $(SPANK_SO)
+
+# Installs the plugin and its plugstack.conf.d snippet (slurm/btguard.conf:
+# `optional`, off until a job asks for --btguard).  Slurm reads the snippet
+# when plugstack.conf has `include /etc/slurm/plugstack.conf.d/*`.
+SLURM_PLUGINDIR ?= /usr/lib/x86_64-linux-gnu/slurm-wlm
+SLURM_CONFDIR ?= /etc/slurm
+.PHONY: install-spank
+install-spank: $(SPANK_SO)
+	install -D -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/btguard.so
+	install -D -m 0644 slurm/btguard.conf $(DESTDIR)$(SLURM_CONFDIR)/plugstack.conf.d/btguard.conf
