@@ -638,7 +638,7 @@ def daemon():
 # ---------------------------------------------------------- raw protocol --
 
 MAGIC = 0x31475442
-VERSION = 2
+VERSION = 3
 KIND_REQUEST, KIND_RESULT, KIND_DONE, KIND_ERROR = 1, 2, 3, 4
 ACTION_GUARD, ACTION_UNGUARD, ACTION_STATUS = 1, 2, 3
 HEADER = struct.Struct("<IHHI")
