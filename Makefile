@@ -13,7 +13,7 @@ SANITIZE ?=
 FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
-DAEMON_PKGS := libsystemd libunwind-ptrace
+DAEMON_PKGS := libsystemd libunwind-ptrace inih
 DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
