@@ -268,7 +268,7 @@ static int setup_signals(void)
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = PIN_MAX + PIN_FD_RESERVE;
+	rlim_t want = PIN_MAX + PIN_FD_RESERVE + PIN_SWEEP_FDS;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;

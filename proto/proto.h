@@ -200,7 +200,7 @@ struct proto_result {
 
 /* One rule of the daemon's policy, as POLICY answers it. */
 struct proto_rule {
-	uint32_t hits;        /* processes it guarded since the policy was loaded */
+	uint32_t hits;        /* guards it made that wrote, since the daemon started */
 	uint8_t  flags;       /* PROTO_RULE_* */
 	uint8_t  npids;       /* 0..PROTO_MAX_RULE_PIDS */
 	char     name[PROTO_MAX_RULE_NAME + 1];
