@@ -98,18 +98,36 @@ static unsigned header_line(const char *text, const char *section)
 	return 0;
 }
 
-/* Lines inih would split, and NUL bytes it would stop at: refused with their number. */
+/* A "[...]" header whose name inih would cut (ini.c's MAX_SECTION). */
+static bool header_too_long(const char *p, const char *end)
+{
+	const char *close;
+
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p == end || *p != '[')
+		return false;
+	close = memchr(p, ']', (size_t)(end - p));
+	return (size_t)((close ? close : end) - p - 1) > POLICY_MAX_SECTION;
+}
+
+/* Lines inih would split or cut, and NUL bytes it would stop at: refused with their number. */
 static int check_lines(struct parse *ps, const char *buf, size_t len)
 {
+	const char *start = buf;
 	unsigned line = 1;
 	size_t col = 0;
 
-	for (size_t i = 0; i < len; i++) {
-		if (buf[i] == '\0')
-			return fail(ps, line, "a NUL byte: this is not a text file"), -EINVAL;
-		if (buf[i] == '\n') {
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || buf[i] == '\n') {
+			if (header_too_long(start, buf + i))
+				return fail(ps, line, "section header longer than %u bytes (names: at most "
+					    "%u)", POLICY_MAX_SECTION, POLICY_NAME_MAX), -EINVAL;
 			line++;
 			col = 0;
+			start = buf + i + 1;
+		} else if (buf[i] == '\0') {
+			return fail(ps, line, "a NUL byte: this is not a text file"), -EINVAL;
 		} else if (++col > POLICY_MAX_LINE) {
 			return fail(ps, line, "line longer than %u bytes", POLICY_MAX_LINE), -EINVAL;
 		}

@@ -32,7 +32,9 @@
 #include "select.h"
 
 #define POLICY_DEFAULT_PATH   "/etc/btguard/btguardd.conf"
-#define POLICY_NAME_MAX       64u      /* a rule's name: [A-Za-z0-9._-], as PROTO_MAX_RULE_NAME */
+/* A rule's name: [A-Za-z0-9._-]; "[exclude NAME]" must fit inih's 49-byte section names. */
+#define POLICY_NAME_MAX       40u
+#define POLICY_MAX_SECTION    49u      /* inih cuts longer section names (ini.c MAX_SECTION) */
 #define POLICY_MAX_RULES      256u     /* rules and exclusions, every file together */
 #define POLICY_MAX_FILES      64u      /* drop-ins read at most */
 #define POLICY_MAX_FILE_SIZE  (256u * 1024u)

@@ -106,6 +106,11 @@ static void mistakes_name_their_line(void **state)
 	parse_bad("[rules a]\naction = guard\n", 1, "unknown section");
 	parse_bad("[rule a b]\naction = guard\n", 1, "bad name");
 	parse_bad("exe = x\n", 1, "outside");
+	/* inih would cut this name to 49 bytes and take it for another. */
+	parse_bad("[watch]\n[rule abcdefghijabcdefghijabcdefghijabcdefghijabcdefghij]\n", 2,
+		  "section header longer");
+	parse_bad("[rule abcdefghijabcdefghijabcdefghijabcdefghijk]\naction = guard\nexe = x\n", 1,
+		  "bad name");   /* 41 bytes: fits inih, not a name */
 	parse_bad("[watch]\ninterval = 10ms\n", 2, "interval");
 	parse_bad("[watch]\ninterval = soon\n", 2, "interval");
 	parse_bad("[rule a]\naction = guard\ncgroup = system.slice\n", 3, "cgroup");
