@@ -13,6 +13,7 @@
  * again in the text).  Everything about meaning - which sections and keys
  * exist, their values, duplicates, a rule that selects nothing - is ours.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -87,8 +88,8 @@ static unsigned header_line(const char *text, const char *section)
 		const char *end = strchr(p, '\n');
 		const char *q = p;
 
-		while (*q == ' ' || *q == '\t')
-			q++;
+		while (isspace((unsigned char)*q) && *q != '\n')
+			q++;   /* as inih's lskip(): isspace(), \v and \f included */
 		if (*q == '[' && !strncmp(q + 1, section, slen) && q[1 + slen] == ']')
 			return line;
 		if (!end)
@@ -103,7 +104,7 @@ static bool header_too_long(const char *p, const char *end)
 {
 	const char *close;
 
-	while (p < end && (*p == ' ' || *p == '\t'))
+	while (p < end && isspace((unsigned char)*p))
 		p++;
 	if (p == end || *p != '[')
 		return false;
@@ -117,6 +118,10 @@ static int check_lines(struct parse *ps, const char *buf, size_t len)
 	const char *start = buf;
 	unsigned line = 1;
 	size_t col = 0;
+
+	/* inih skips a UTF-8 byte order mark; the header after it is what counts. */
+	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+		start += 3;
 
 	for (size_t i = 0; i <= len; i++) {
 		if (i == len || buf[i] == '\n') {

@@ -38,7 +38,7 @@
 #define POLICY_MAX_RULES      256u     /* rules and exclusions, every file together */
 #define POLICY_MAX_FILES      64u      /* drop-ins read at most */
 #define POLICY_MAX_FILE_SIZE  (256u * 1024u)
-#define POLICY_MAX_LINE       199u     /* inih's line buffer (INI_MAX_LINE) less the newline */
+#define POLICY_MAX_LINE       198u     /* inih reads 199 bytes a line (INI_MAX_LINE 200), newline included */
 #define POLICY_DEFAULT_INTERVAL_MS 1000u
 #define POLICY_MIN_INTERVAL_MS     100u
 #define POLICY_MAX_INTERVAL_MS     3600000u

@@ -701,7 +701,8 @@ void watch_step(struct watch *w, uint64_t now)
 {
 	uint64_t until;
 
-	if (!watch_active(w) || (!w->sweeping && now < w->next_sweep))
+	/* !cand: a reload ran out of memory for them; the next reload may do better. */
+	if (!watch_active(w) || !w->cand || (!w->sweeping && now < w->next_sweep))
 		return;
 	if (!w->sweeping) {
 		/* The next one is due an interval after this one started, however long it takes. */

@@ -142,6 +142,30 @@ static void mistakes_name_their_line(void **state)
 		text[sizeof(text) - 1] = '\0';
 		parse_bad(text, 2, "longer");
 	}
+	{
+		/* inih reads 199 bytes a line, its newline included: 198 fit, 199 do not. */
+		char text[256];
+		struct policy *p;
+
+		memset(text, 'x', sizeof(text));
+		memcpy(text, "[rule a]\naction = guard\nexe = ", 30);
+		strcpy(text + 30 + (198 - 6), "\n");
+		p = parse_ok(text);
+		assert_int_equal(strlen(p->rules[0].exe), 198 - 6);
+		policy_unref(p);
+		text[30 + (198 - 6)] = 'x';
+		strcpy(text + 30 + (199 - 6), "\n");
+		parse_bad(text, 3, "longer");
+	}
+	/* After a byte order mark, and after \v (inih's isspace()), a header is still one. */
+	parse_bad("\xef\xbb\xbf[rule abcdefghijabcdefghijabcdefghijabcdefghijabcdefghij]\n", 1,
+		  "section header longer");
+	{
+		struct policy *p = parse_ok("\v[rule a]\naction = guard\nexe = x\n");
+
+		assert_int_equal(p->rules[0].line, 1);
+		policy_unref(p);
+	}
 }
 
 static void drop_ins_add_rules(void **state)
