@@ -88,6 +88,9 @@ static unsigned header_line(const char *text, const char *section)
 		const char *end = strchr(p, '\n');
 		const char *q = p;
 
+		if (p == text && !strncmp(q, "\xef\xbb\xbf", 3))
+			q += 3;   /* a byte order mark, which inih skips */
+
 		while (isspace((unsigned char)*q) && *q != '\n')
 			q++;   /* as inih's lskip(): isspace(), \v and \f included */
 		if (*q == '[' && !strncmp(q + 1, section, slen) && q[1 + slen] == ']')

@@ -165,6 +165,9 @@ static void mistakes_name_their_line(void **state)
 
 		assert_int_equal(p->rules[0].line, 1);
 		policy_unref(p);
+		p = parse_ok("\xef\xbb\xbf[rule a]\naction = guard\nexe = x\n");
+		assert_int_equal(p->rules[0].line, 1);
+		policy_unref(p);
 	}
 }
 
