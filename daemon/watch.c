@@ -147,14 +147,12 @@ static void free_candidates(struct watch *w)
 	w->ncand = w->cap_cand = NULL;
 }
 
+static void close_statm(struct watch *w, int *fd);
+
 static void close_fds(struct watch *w, struct proc *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (p[i].statm >= 0) {
-			close(p[i].statm);
-			p[i].statm = -1;
-			w->nfds--;
-		}
+		close_statm(w, &p[i].statm);
 }
 
 /*
@@ -522,10 +520,9 @@ static int keep(struct watch *w, const struct proc *p)
 		struct proc *n = realloc(w->fresh, cap * sizeof(*n));
 
 		if (!n) {
-			if (p->statm >= 0) {
-				close(p->statm);
-				w->nfds--;
-			}
+			int fd = p->statm;
+
+			close_statm(w, &fd);
 			return -ENOMEM;   /* it is new again at the next sweep */
 		}
 		w->fresh = n;
@@ -565,18 +562,28 @@ static int read_statm(struct watch *w, const struct proc *old, uint64_t *ret)
 	return 0;
 }
 
-/* A process seen for the first time: keep its statm open, while the budget lasts. */
-static void open_statm(struct watch *w, struct proc *p)
+/* statm of pid, opened to be kept, while the budget lasts; -1 otherwise. */
+static int open_statm(struct watch *w, pid_t pid)
 {
 	char path[40];
+	int fd;
 
-	p->statm = -1;
 	if (w->nfds >= w->max_fds)
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/statm", (int)p->pid);
-	p->statm = open(path, O_RDONLY | O_CLOEXEC);
-	if (p->statm >= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
 		w->nfds++;
+	return fd;
+}
+
+static void close_statm(struct watch *w, int *fd)
+{
+	if (*fd < 0)
+		return;
+	close(*fd);
+	*fd = -1;
+	w->nfds--;
 }
 
 /* One process: is it new or changed, and if so, does a rule take it? */
@@ -601,15 +608,24 @@ static void sweep_one(struct watch *w, pid_t pid)
 		}
 	}
 	if (now.statm < 0) {
-		if (procfs_sample_stat(pid, &st) < 0)
+		/*
+		 * The slow path: stat, with its start time.  statm is opened
+		 * first and read after: if that process still lives then, the
+		 * stat read in between was its own (one PID, one process), so
+		 * the descriptor kept is the process the start time describes.
+		 */
+		now.statm = open_statm(w, pid);
+		if (procfs_sample_stat(pid, &st) < 0) {
+			close_statm(w, &now.statm);
 			return;   /* gone: it leaves the table */
+		}
+		if (now.statm >= 0 && read_statm(w, &now, &now.vsize) < 0)
+			close_statm(w, &now.statm);
 		if (old && old->start != st.starttime)
 			old = NULL;
 		now.start = st.starttime;
 		now.vsize = st.vsize;
 		now.ignored = (st.flags & PROCFS_PF_KTHREAD) != 0;
-		if (!old)
-			open_statm(w, &now);
 	}
 	if (now.ignored) {
 		keep(w, &now);
@@ -626,10 +642,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 	/* New, or its mappings changed: what does it map now? */
 	if (facts_read(pid, w->need, w->facts) < 0) {
 		facts_free(w->facts);
-		if (now.statm >= 0) {
-			close(now.statm);
-			w->nfds--;
-		}
+		close_statm(w, &now.statm);
 		return;   /* gone, or unreadable: looked at again next time */
 	}
 	/* 1 for a process without readable maps (a zombie): asked once, like the others. */
