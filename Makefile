@@ -70,7 +70,7 @@ VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
-        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64
+        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -157,6 +157,8 @@ check: check-deps
 	$(MAKE) check-install
 	$(MAKE) check-system
 	$(MAKE) check-slurm
+	# check-deploy, on the package check-system has just built and checked.
+	$(DEPLOY_TEST)
 	$(MAKE) check-aarch64
 
 # Planted bugs in the safety path (tests/mutants/): each must make its tests
@@ -177,6 +179,25 @@ check-quick:
 # in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
 check-deb: check-deps
 	tests/deb/run $(BUILD)
+
+# The node-agent container (tests/deploy/run, deploy/README.md): the
+# deploy/ image built offline with podman from a cached Debian root file
+# system and the package, run with deploy/podman-run.args, guards and
+# unguards a host process through the socket on a host path; and the
+# DaemonSet must match those options.  Needs root; the test takes 20-60 s
+# (by load) once the root file system is cached in $(BUILD)/deploy (its
+# first debootstrap adds 90-180 s), after check-deb's 45-110 s.
+DEPLOY_TEST = tests/deploy/run $(BUILD) $(BUILD)/deb/btguard_*.deb
+check-deploy: check-deps check-deb
+	$(MAKE) all victims
+	$(DEPLOY_TEST)
+
+# The node-agent image for operators (deploy/README.md), into the system's
+# podman storage: the package, the cached root file system, deploy/build-image.
+agent-image: check-deps check-deb
+	$(MAKE) all
+	deploy/build-image "$$(tests/system/make-rootfs --base "" $(BUILD)/deploy \
+	    $(BUILD)/btguardd $(BUILD)/btguardctl)" $(BUILD)/deb/btguard_*.deb
 
 # The source install path (tests/install/run): make install into an empty
 # DESTDIR, check every file, make uninstall, check nothing is left.
@@ -245,5 +266,6 @@ clean:
 -include tests/system/system.mk
 -include tests/valgrind/valgrind.mk
 
-# -type f: the system test keeps a root file system (with its etc/rc2.d) under build/.
--include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
+# -type f: the system test keeps a root file system (with its etc/rc2.d) under build/;
+# and tests/deploy's podman storage holds whole images (invoke-rc.d is a file).
+-include $(shell find $(BUILD) -path $(BUILD)/deploy/podman -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -29,6 +29,7 @@
 #include "procfs.h"
 #include "report.h"
 #include "select.h"
+#include "timeutil.h"
 
 /* --tree goes no deeper than this below a named PID. */
 #define TREE_MAX_DEPTH 64
@@ -488,17 +489,9 @@ static void relist_one(struct action_expansion *x, struct action_target *t)
 	descend(x, t);
 }
 
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 int action_expand_step(struct action_expansion *x)
 {
-	uint64_t start = mono_us(), until = start + ACTION_STEP_US;
+	uint64_t start = now_us(), until = start + ACTION_STEP_US;
 
 	if (x->scan) {
 		int r = pidns_scan_step(x->scan, ACTION_STEP_US);
@@ -506,7 +499,7 @@ int action_expand_step(struct action_expansion *x)
 		if (r <= 0)
 			return r;
 	}
-	while (mono_us() < until) {
+	while (now_us() < until) {
 		if (x->depth > 0) {
 			struct frame *f = &x->stack[x->depth - 1];
 

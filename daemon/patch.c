@@ -18,7 +18,9 @@
  *        the same bytes, so they are held and checked like threads; the
  *        caller must be allowed to act on each;
  *     b. if a thread is in uninterruptible sleep it could not stop and could
- *        not then be released: back off instead of seizing;
+ *        not then be released: back off instead of seizing; read every
+ *        object's unwind table header while the target still runs (they
+ *        sit in read-only pages), so 4f's walks only search;
  *     c. stop every thread of the target and of each sharer (ptrace.c);
  *        then list /proc again for sharers created meanwhile, stop those
  *        too, and confirm each still shares the memory;
@@ -393,6 +395,7 @@ static int attempt_once(struct attempt *a)
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
+	stackcheck_preload(a->sc);   /* step 4b: the unwind headers, outside the pause */
 	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, a->why, a->why_len);
 	if (r < 0)
 		return r;

@@ -23,6 +23,7 @@
 #include "../proto/proto.h"
 #include "pidns.h"
 #include "procfs.h"
+#include "timeutil.h"
 
 static int ns_identity(const char *path, ino_t *ino, dev_t *dev)
 {
@@ -118,14 +119,6 @@ static int pair_cmp(const void *a, const void *b)
 	return (x->theirs > y->theirs) - (x->theirs < y->theirs);
 }
 
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Adds our process n when it has a number in the caller's namespace. */
 static int scan_one(struct pidns_scan *s, pid_t n)
 {
@@ -150,7 +143,7 @@ static int scan_one(struct pidns_scan *s, pid_t n)
 
 int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us)
 {
-	uint64_t until = mono_us() + budget_us;
+	uint64_t until = now_us() + budget_us;
 	struct dirent *e;
 
 	if (!s->dir)
@@ -165,7 +158,7 @@ int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us)
 		r = scan_one(s, (pid_t)n);
 		if (r < 0)
 			return r;
-		if (mono_us() >= until)
+		if (now_us() >= until)
 			return 0;
 	}
 	closedir(s->dir);

@@ -38,7 +38,7 @@
 #define PAGE_BYTES       4096u
 #define CACHE_PAGES      256u                  /* table and code pages kept: 1 MiB */
 #define STACK_PAGES      16u                   /* pages of the walked thread's stack */
-#define MAX_TABLES       256u
+#define MAX_TABLES       1024u   /* every object of a torch process (~300) and then some */
 
 /* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
 #define DW_EH_PE_udata4  0x03
@@ -365,6 +365,22 @@ void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, 
 	sc->nmaps = nmaps;
 	/* Cached unwind rules are keyed by address; a remapped object would reuse them. */
 	unw_flush_cache(sc->as, 0, 0);
+}
+
+void stackcheck_preload(struct stackcheck *sc)
+{
+	/*
+	 * Only headers are read (the ELF and program headers at an object's
+	 * start, then .eh_frame_hdr's first words), all in read-only pages,
+	 * so reading them while the target runs gives what a read inside
+	 * the stop would.  The tables themselves are searched during a walk.
+	 */
+	for (size_t i = 0; i < sc->nmaps && sc->ntables < MAX_TABLES; i++) {
+		const struct procfs_mapping *m = &sc->maps[i];
+
+		if ((m->perms & PROCFS_MAP_EXEC) && m->path[0] == '/')
+			(void)table_for(sc, m->start);
+	}
 }
 
 void stackcheck_free(struct stackcheck *sc)

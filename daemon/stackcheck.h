@@ -52,6 +52,13 @@ int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size
  * before each stop, with the mappings as they are now.
  */
 void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, size_t nmaps);
+
+/*
+ * Reads every executable object's unwind table header now, after
+ * stackcheck_reset and before the stop, so a walk inside the stop finds
+ * them ready instead of reading them while the target is held.
+ */
+void stackcheck_preload(struct stackcheck *sc);
 void stackcheck_free(struct stackcheck *sc);
 
 /*

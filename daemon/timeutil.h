@@ -30,6 +30,15 @@ static inline uint64_t timespec_diff_us(const struct timespec *a, const struct t
 	return ns > 0 ? (uint64_t)ns / 1000u : 0;
 }
 
+/* CLOCK_MONOTONIC in microseconds: budgets of bounded steps, watchdog periods. */
+static inline uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* CLOCK_MONOTONIC in milliseconds: the event loop's clock, wake-ups included. */
 static inline uint64_t now_ms(void)
 {

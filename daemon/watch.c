@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "action.h"
@@ -695,14 +694,6 @@ static void sweep_end(struct watch *w)
 	w->sweeping = false;
 }
 
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 uint64_t watch_next_ms(const struct watch *w)
 {
 	if (!watch_active(w))
@@ -723,10 +714,10 @@ void watch_step(struct watch *w, uint64_t now)
 		if (sweep_begin(w, now) < 0)
 			return;
 	}
-	until = mono_us() + WATCH_STEP_US;
+	until = now_us() + WATCH_STEP_US;
 	while (w->next_pid < w->npids) {
 		sweep_one(w, w->pids[w->next_pid++]);
-		if (mono_us() >= until)
+		if (now_us() >= until)
 			return;
 	}
 	sweep_end(w);

@@ -11,17 +11,10 @@
 
 #include "log.h"
 #include "watchdog.h"
+#include "timeutil.h"
 
 static uint64_t interval_us;   /* 0: no watchdog */
 static uint64_t next_due_us;
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 void watchdog_setup(void)
 {
@@ -32,7 +25,7 @@ void watchdog_setup(void)
 		return;
 	/* Half the interval, as sd_watchdog_enabled(3) advises: one late turn is no death. */
 	interval_us = usec / 2;
-	next_due_us = mono_us();
+	next_due_us = now_us();
 	log_msg(LOG_INFO, "watchdog: keep-alive every %llu ms",
 		(unsigned long long)(interval_us / 1000));
 	watchdog_kick();
@@ -44,7 +37,7 @@ void watchdog_kick(void)
 
 	if (!interval_us)
 		return;
-	now = mono_us();
+	now = now_us();
 	if (now < next_due_us)
 		return;
 	sd_notify(0, "WATCHDOG=1");
@@ -57,7 +50,7 @@ int watchdog_due_ms(void)
 
 	if (!interval_us)
 		return -1;
-	now = mono_us();
+	now = now_us();
 	if (now >= next_due_us)
 		return 0;
 	/* Rounded up: waking a little late is fine, a busy loop of early wake-ups is not. */
@@ -70,7 +63,7 @@ void watchdog_cap_wait(struct timespec *left)
 
 	if (!interval_us)
 		return;
-	now = mono_us();
+	now = now_us();
 	due = next_due_us > now ? next_due_us - now : 0;
 	if ((uint64_t)left->tv_sec * 1000000u + (uint64_t)left->tv_nsec / 1000u <= due)
 		return;

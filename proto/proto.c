@@ -749,7 +749,7 @@ static const struct {
 } btg_errors[BTG_ERR_END - BTG_ERR_BASE] = {
 	[BTG_ERR_BUSY - BTG_ERR_BASE] = { "busy",
 		"a thread is executing or will return into the bytes to be changed; "
-		"retry later or raise --deadline" },
+		"retry later, or with a longer deadline" },
 	[BTG_ERR_FOREIGN - BTG_ERR_BASE] = { "foreign",
 		"backtrace() holds bytes that are neither the original nor btguard's stub; "
 		"something else patched it, so btguard will not write there" },

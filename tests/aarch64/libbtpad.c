@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * libbtpad: a backtrace() definition built with -mbranch-protection=standard
- * for the aarch64 emulation test (tests/aarch64/run), in two shapes:
+ * for the aarch64 emulation test (tests/aarch64/run), in three shapes:
  *  - default: not a leaf (it forwards to glibc's backtrace), so pac-ret
  *    starts it with paciasp, which is also its BTI landing pad; its entry
  *    is 16-aligned, so the stub after the pad starts 4 mod 8 and its
  *    ptrace word is unaligned (glibc's and the leaf's are aligned);
+ *  - the same built with -mbranch-protection=pac-ret+b-key+bti: pacibsp;
  *  - -DBTPAD_LEAF: a leaf returning 3 frames, started with bti c.
- * LD_PRELOADed into bt_loop, it is the definition every call reaches, and
+ * LD_PRELOADed into bt_sync, it is the definition every call reaches, and
  * ld.so maps it with PROT_BTI where the kernel and CPU support BTI.
  */
 #include <dlfcn.h>

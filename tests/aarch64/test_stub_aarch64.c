@@ -62,11 +62,33 @@ static void paciasp_kept_retaa_with_pauth(void **state)
 	plan(PACIBSP PROLOGUE "\0\0\0\0", 16, ARCH_FEATURE_PAUTH, 4, MOV_W0_0 RETAB);
 }
 
-/* Without PAuth paciasp is a NOP hint and retaa would be undefined. */
-static void paciasp_without_pauth_plain_ret(void **state)
+/*
+ * Without PAuth (cortex-a57) paciasp and pacibsp are NOP hints, x30 stays
+ * unsigned, and retaa/retab would be undefined instructions.
+ */
+static void pac_without_pauth_plain_ret(void **state)
 {
 	(void)state;
 	plan(PACIASP PROLOGUE "\0\0\0\0", 16, 0, 4, MOV_W0_0 RET);
+	plan(PACIBSP PROLOGUE "\0\0\0\0", 16, 0, 4, MOV_W0_0 RET);
+}
+
+/*
+ * The B key (-mbranch-protection=pac-ret+b-key): the kept pacibsp signs
+ * x30 with key B, so the stub must authenticate with key B.  retaa there
+ * would fail authentication (a fault, or with FEAT_FPAC a PAC trap); the
+ * stub words differ only in retab's key bit (bit 10).
+ */
+static void pacibsp_never_retaa(void **state)
+{
+	struct stub_plan a, b;
+	const char *with_a = PACIASP PROLOGUE "\0\0\0\0";
+	const char *with_b = PACIBSP PROLOGUE "\0\0\0\0";
+	(void)state;
+	assert_int_equal(stub_plan((const uint8_t *)with_a, 16, ARCH_FEATURE_PAUTH, &a), 0);
+	assert_int_equal(stub_plan((const uint8_t *)with_b, 16, ARCH_FEATURE_PAUTH, &b), 0);
+	assert_memory_equal(b.bytes + 4, RETAB, 4);
+	assert_memory_not_equal(a.bytes + 4, b.bytes + 4, 4);
 }
 
 static void word_must_fit(void **state)
@@ -84,7 +106,8 @@ int main(void)
 		cmocka_unit_test(no_pad_stub_at_entry),
 		cmocka_unit_test(bti_c_kept_plain_ret),
 		cmocka_unit_test(paciasp_kept_retaa_with_pauth),
-		cmocka_unit_test(paciasp_without_pauth_plain_ret),
+		cmocka_unit_test(pac_without_pauth_plain_ret),
+		cmocka_unit_test(pacibsp_never_retaa),
 		cmocka_unit_test(word_must_fit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

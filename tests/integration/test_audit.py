@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The audit trail (issue 5, item 6): every target of every request leaves
+"""The audit trail: every target of every request leaves
 one record naming the requester (uid, gid, pid), the target (pid and
 executable), the action, the result with its error code, the state and the
 pause; a denial is recorded at a higher priority than other outcomes.
@@ -32,8 +32,7 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, BTGUARDCTL,
                       PROC_UNKNOWN, RESULT_WROTE, SANITIZER_MARKERS,
                       START_TIMEOUT, STOP_TIMEOUT, VICTIMS, Wire, kernel_thread_pid,
                       unused_pid, user_prefix)
-from hardlib import error_name
-from prodlib import start
+from conftest import error_name, start
 
 RECORD = re.compile(
     r"^btguardd: (?P<level>\w+): (?P<action>guard|unguard|status) pid=(?P<pid>\d+) "

@@ -24,7 +24,7 @@ import time
 import pytest
 
 from conftest import unused_pid, user_prefix
-from prodlib import start
+from conftest import start
 
 
 def denial_text(pid):

@@ -42,7 +42,7 @@ import pytest
 from conftest import (BTGUARDCTL, CPU_CGROUP_V1, MAX_PIDS, VERSION, expected_site, read_mem,
                       read_report, stop_started, thread_problems, user_prefix, wait_report,
                       wait_threads_running)
-from prodlib import Lines, start, task_states, victim_path, wait_for
+from conftest import Lines, task_states, vforker_in_d_state, wait_for
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
 # client was served again (30 s and more on a node; here, with the extra
@@ -322,13 +322,7 @@ def test_busy_target_does_not_hold_up_others_parked_in_the_bytes(daemon, victim)
 def test_busy_target_does_not_hold_up_others_in_d_state(daemon, victim):
     """A thread in uninterruptible sleep (a vfork parent): the process is
     never seized, only retried."""
-    gate = victim.dir / "vfork-gate"
-    v = start(victim, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
-    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
-        v.lines.until(lambda x: x.startswith("vfork "))
-    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
-    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
-             f"thread {stuck} to block in vfork", timeout=10)
+    v, stuck, gate = vforker_in_d_state(victim)
 
     def release():
         # The stuck thread was never seized while A retried.
@@ -348,20 +342,24 @@ def test_busy_target_does_not_hold_up_others_slow_to_stop(daemon, victim, thrott
     v = victim("bt_loop", 1, report=True)
     wait_report(v.report, lambda r: len(r.threads) == 1, "bt_loop's first report")
     worker = read_report(v.report).threads[0].tid
-    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    # Three hogs: the worker's share of the group's 1 ms a second (SCHED_IDLE,
+    # weight 3 against 3 x 1024) is then small enough that it stays unstopped
+    # for seconds even on a loaded machine under ASan.
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(3)]
     released = False
 
     def release():
         nonlocal released
-        hog.kill()
-        hog.wait()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
         with open(os.path.join(CPU_CGROUP_V1, "tasks"), "w") as f:
             f.write(str(worker))
         released = True
 
     try:
         os.sched_setscheduler(worker, os.SCHED_IDLE, os.sched_param(0))
-        for tid in (hog.pid, worker):
+        for tid in [h.pid for h in hogs] + [worker]:
             with open(os.path.join(throttled_cgroup, "tasks"), "w") as f:
                 f.write(str(tid))
         res = idle_guard_overtakes(daemon, victim, v.pid, release)
@@ -380,13 +378,7 @@ def test_guard_and_unguard_of_one_process_never_interleave(daemon, victim):
     A's answer before it begins: it then finds the process guarded and
     writes the original back.  Interleaved, B would have answered "already
     unguarded" at once and A would have left the process guarded."""
-    gate = victim.dir / "vfork-gate"
-    v = start(victim, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
-    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
-        v.lines.until(lambda x: x.startswith("vfork "))
-    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
-    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
-             f"thread {stuck} to block in vfork", timeout=10)
+    v, stuck, gate = vforker_in_d_state(victim)
     addr = expected_site(v.pid)
     original = read_mem(v.pid, addr, 16)
     a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", v.pid)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Fault injection (issue 5, item 2): the daemon or its target dies at a
+"""Fault injection: the daemon or its target dies at a
 random moment of a guard or unguard.
 
 Daemon killed: a 32-thread bt_loop hammers backtrace() while a fresh
@@ -36,7 +36,7 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, PROC_GUARDED,
                       PROC_UNGUARDED, RESULT_WROTE, STOP_TIMEOUT, Wire,
                       encode_request, thread_problems, tracer_pid,
                       wait_report, wait_threads_running)
-from hardlib import ERR, KillableDaemon, Site, error_name, renice_threads
+from conftest import ERR, KillableDaemon, Site, error_name, renice_threads
 
 ROUNDS = int(os.environ.get("BTGUARD_FAULT_ROUNDS", "200"))
 TARGET_ROUNDS = int(os.environ.get("BTGUARD_TARGET_KILL_ROUNDS", "40"))

@@ -40,7 +40,7 @@ def libc_site(res):
 
 
 def stub_offset(original):
-    """The stub goes after an endbr64, else at the entry (issue 2, step 3)."""
+    """The stub goes after an endbr64, else at the entry."""
     return len(ENDBR64) if original.startswith(ENDBR64) else 0
 
 
@@ -154,7 +154,7 @@ def bytes_now(pid, address):
 
 
 def test_guard_unguard_cycles(daemon, victim):
-    """The regression issue 2 was filed for: stop-and-poke crashed a
+    """The regression this procedure exists for: stop-and-poke crashed a
     backtrace()-hammering process within 300 cycles.  Here: CYCLES
     guard+unguard pairs on one connection; "busy" is an acceptable answer
     for a single request, a crash, a stopped/traced thread, a wedged thread,

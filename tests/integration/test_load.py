@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Load (issue 5, item 3): many clients at once, bad clients among them,
+"""Load: many clients at once, bad clients among them,
 and a long run that must not grow the daemon.
 
 test_500_clients_among_bad_ones: 500 concurrent clients each send 20 status
@@ -33,8 +33,8 @@ from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, ERR,
                       HEADER, KIND_ERROR, KIND_REQUEST, KIND_RESULT, MAGIC, MAX_PAYLOAD,
                       MAX_PIDS, PROC_UNGUARDED, VERSION, Wire, encode_request,
                       kernel_thread_pid, unused_pid)
-from hardlib import ERR as ALL_ERR
-from hardlib import is_sanitized, open_fds, vm_rss_kib
+from conftest import ERR as ALL_ERR
+from conftest import is_sanitized, open_fds, vm_rss_kib
 
 GOOD_CLIENTS = 500
 REQUESTS_EACH = 20

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""PID reuse (issue 5, item 4): a PID that names another process by the
+"""PID reuse: a PID that names another process by the
 time the daemon acts must never lead it to act on that other process.
 
 The daemon pins a target (pidfd_open + /proc/PID/stat start time) when it
@@ -136,8 +136,7 @@ class Inside:
     def __init__(self):
         sys.path.insert(0, str(HERE))
         import conftest
-        import hardlib
-        self.c, self.h = conftest, hardlib
+        self.c = self.h = conftest
         assert os.getpid() == 1, "must run as init of a new PID namespace"
         self.dir = Path(tempfile.mkdtemp(prefix="btg-pidns-"))
         self.children = []

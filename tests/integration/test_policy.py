@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BTGUARDD, VICTIMS, running_daemon
-from prodlib import start, victim_path
+from conftest import BTGUARDD, VICTIMS, running_daemon, start, victim_path
 
 GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"
 INTERVAL = 0.5       # the policy's sweep, seconds

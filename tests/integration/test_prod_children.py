@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from conftest import expected_site, read_mem, wait_threads_running
-from prodlib import (assert_original, assert_stub, guard_ok, kill_pid, one, start,
+from conftest import (assert_original, assert_stub, guard_ok, kill_pid, one, start,
                      unguard_ok, victim_path)
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 1-3: targets whose files the daemon cannot simply open.
+"""Targets whose files the daemon cannot simply open.
 
 1. a container's mount namespace, with libc at a path the host lacks;
 2. a container's PID namespace, where btguardctl runs inside and names
@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from conftest import BTGUARDCTL, expected_site, read_mem, wait_threads_running
-from prodlib import (assert_original, assert_stub, guard_ok, mapped_paths, one,
+from conftest import (assert_original, assert_stub, guard_ok, mapped_paths, one,
                      own_mapping, sites_of, start, unguard_ok, victim_path,
                      wait_behaviour)
 

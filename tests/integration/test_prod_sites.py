@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 4, 10 and 11: where backtrace() is, and what may write it.
+"""Where backtrace() is, and what may write it.
 
 4.  several definitions: an LD_PRELOADed second backtrace(), glibc linked
     statically (found through .symtab), a stripped static executable and a
@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, read_mem, wait_threads_running
-from prodlib import (ENDBR64, STUB, assert_original, assert_stub, guard_ok, one,
+from conftest import (ENDBR64, STUB, assert_original, assert_stub, guard_ok, one,
                      sites_of, start, unguard_ok, victim_path, wait_behaviour)
 
 NTHREADS = 4

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 4, cases 5-9: targets in awkward states.
+"""Targets in awkward states.
 
 5. job-control stopped (SIGSTOP) -- guarded, and still stopped after;
 6. already traced (strace) -- "traced" naming the tracer, which keeps working;
@@ -23,8 +23,8 @@ from conftest import (ACTION_GUARD, ACTION_UNGUARD, CPU_CGROUP_V1, ERR_NAMES, PR
                       PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire, expected_site,
                       read_mem, read_report, wait_report,
                       wait_threads_running)
-from prodlib import (assert_original, assert_stub, guard_ok, one, start, task_states,
-                     unguard_ok, victim_path, wait_behaviour, wait_for)
+from conftest import (assert_original, assert_stub, guard_ok, one, start, task_states,
+                     unguard_ok, victim_path, vforker_in_d_state, wait_behaviour, wait_for)
 
 NTHREADS = 4
 
@@ -302,13 +302,7 @@ def test_thread_storm(daemon, victim):
 # ---------------------------------------------------------------- case 8 --
 
 def test_uninterruptible_thread_is_busy(daemon, victim):
-    gate = victim.dir / "vfork-gate"
-    v = start(victim, [victim_path("vforker"), gate, 1], "vforker", report=True, nthreads=1)
-    lines = v.before if any(x.startswith("vfork ") for x in v.before) else \
-        v.lines.until(lambda x: x.startswith("vfork "))
-    stuck = int(next(x for x in lines if x.startswith("vfork ")).split()[1])
-    wait_for(lambda: task_states(v.pid).get(stuck, ("?",))[0] == "D",
-             f"thread {stuck} to block in vfork", timeout=10)
+    v, stuck, gate = vforker_in_d_state(victim)
     addr = expected_site(v.pid)
     original = read_mem(v.pid, addr, 16)
     before = read_report(v.report)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VICTIMS
-from prodlib import start, victim_path
+from conftest import start, victim_path
 
 CGROUP_ROOTS = [Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/cpu")]
 GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"

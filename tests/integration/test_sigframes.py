@@ -13,7 +13,7 @@ victim must survive every step with the frames it should get.
 import pytest
 
 from conftest import SETTLE_TIMEOUT, thread_problems
-from prodlib import Lines
+from conftest import Lines
 
 # Short: each busy answer waits out its whole deadline.
 BUSY_DEADLINE_MS = 300

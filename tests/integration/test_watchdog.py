@@ -23,7 +23,7 @@ from pathlib import Path
 
 from conftest import (ACTION_GUARD, BTGUARDD, STOP_TIMEOUT, Wire, encode_request,
                       stop_started, wait_listening)
-from hardlib import D_TARGET, ERR, d_threads
+from conftest import D_TARGET, ERR, d_threads
 
 WATCHDOG_USEC = 3_000_000          # systemd would kill after 3 s of silence
 BUSY_MS = 10_000                   # the long operation: far longer than that

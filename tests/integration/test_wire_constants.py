@@ -38,7 +38,7 @@ def test_limits_match_proto_h():
 
 
 def test_stub_matches_arch_h():
-    from hardlib import ENDBR64, STUB
+    from btg.sites import ENDBR64, STUB
     stub = re.search(r"#define ARCH_STUB_BYTES\s+\{([^}]*)\}", ARCH_STUB_H).group(1)
     pads = re.search(r"#define ARCH_LANDING_PADS\s+\{ \{ \{([^}]*)\}", ARCH_STUB_H).group(1)
     assert bytes(int(x, 16) for x in stub.split(",")) == STUB

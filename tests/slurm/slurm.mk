@@ -20,5 +20,18 @@ $(BUILD)/tests/test_slurm_parse: $(call obj,tests/slurm/test_slurm_parse.c) $(ca
 .PHONY: check-slurm
 check-slurm: check-deps
 	$(MAKE) all
+	$(MAKE) spank
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_SLURM_DIR=$(abspath $(BUILD))/slurm-test \
 	    /usr/bin/python3 -m pytest -q tests/slurm
+
+# The SPANK plugin (slurm/): `srun --btguard`.  Built against Debian's
+# libslurm-dev (tests/install-deps), position-independent, no -pie.
+SPANK_SO := $(BUILD)/slurm/btguard.so
+
+$(SPANK_SO): slurm/btguard_spank.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -fstack-protector-strong \
+	    -shared -Wl,-z,relro,-z,now $(LDFLAGS) -o $@ $<
+
+.PHONY: spank
+spank: $(SPANK_SO)

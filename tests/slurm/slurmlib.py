@@ -67,9 +67,10 @@ def _wait(pred, what, timeout, alive=None, detail=None):
 class Cluster:
     """munged, slurmctld and slurmd, started under `root` (a directory)."""
 
-    def __init__(self, root, proctrack):
+    def __init__(self, root, proctrack, plugstack=None):
         self.root = Path(root)
         self.proctrack = proctrack
+        self.plugstack = plugstack   # a plugstack.conf line, or None
         self.host = socket.gethostname().split(".")[0]
         # A node name of this run's own: Slurm's v1 cgroups are named after
         # it (/slurm_<node>/...), so two runs on one machine never share one.
@@ -129,6 +130,10 @@ class Cluster:
             "State=UNKNOWN",
             f"PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
         ]
+        if self.plugstack:
+            (r / "etc" / "plugstack.conf").write_text(self.plugstack + "\n")
+            os.chmod(r / "etc" / "plugstack.conf", 0o644)
+            lines.append(f"PlugStackConfig={r}/etc/plugstack.conf")
         self.conf.write_text("\n".join(lines) + "\n")
         # slurmd reads cgroup.conf beside slurm.conf.  The host is hybrid
         # (v1 controllers, v2 at /sys/fs/cgroup/unified): v1 it is.
@@ -224,16 +229,17 @@ class Cluster:
                            text=True, timeout=30)
         return p.stdout.split()
 
-    def sbatch(self, script, user=None):
-        """Submits script (text) as user ((uid, gid) or None for root);
-        returns (job ID, path of its output)."""
+    def sbatch(self, script, user=None, options=()):
+        """Submits script (text) as user ((uid, gid) or None for root), with
+        more sbatch options; returns (job ID, path of its output)."""
         n = len(self.jobs)
         path = self.root / "jobs" / f"job{n}.sh"
         out = self.root / "jobs" / f"job{n}.out"
         path.write_text(script)
         os.chmod(path, 0o755)
-        argv = btg.user_prefix(user) + ["sbatch", "--parsable", "-n1", f"--output={out}",
-                                        f"--chdir={self.root / 'jobs'}", str(path)]
+        argv = btg.user_prefix(user) + ["sbatch", "--parsable", "-n1", *options,
+                                        f"--output={out}", f"--chdir={self.root / 'jobs'}",
+                                        str(path)]
         # No core files from the crashing runs: sbatch passes its
         # RLIMIT_CORE on to the job (PropagateResourceLimits=ALL).
         p = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30,
@@ -312,13 +318,13 @@ class Users:
             subprocess.run(["userdel", name], check=False)
 
 
-def running_cluster(proctrack):
+def running_cluster(proctrack, plugstack=None):
     """A started Cluster in a temporary directory, stopped afterwards; its
     configuration, logs and job output are kept in DIR/<proctrack name>,
     and the logs printed (pytest shows them when a test failed)."""
-    keep = DIR / proctrack.split("/")[-1]
+    keep = DIR / (proctrack.split("/")[-1] + ("-spank" if plugstack else ""))
     shutil.rmtree(keep, ignore_errors=True)
-    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack)
+    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack, plugstack)
     saved = os.environ.get("SLURM_CONF")
     # btguardctl runs scontrol with its caller's environment, and the
     # integration helpers (Daemon.ctl) pass this process's on.

@@ -1044,7 +1044,7 @@ static void name_tables_cover_every_value(void **state)
 	assert_string_equal(proto_error_name(BTG_ERR_STOP), "stop-timeout");
 	assert_string_equal(proto_error_name(BTG_ERR_PROTO), "protocol");
 	assert_string_equal(proto_error_name(BTG_ERR_INTERNAL), "internal");
-	assert_non_null(strstr(proto_error_text(BTG_ERR_BUSY), "--deadline"));
+	assert_non_null(strstr(proto_error_text(BTG_ERR_BUSY), "longer deadline"));
 
 	assert_string_equal(proto_error_name(BTG_OK), "ok");
 	assert_string_equal(proto_error_name(ESRCH), "ESRCH");

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""The SPANK plugin against a real Slurm: every task guarded from its first
+instruction.
+
+The plugin (slurm/btguard_spank.c, built as build/slurm/btguard.so) is in
+this cluster's plugstack.conf, pointed at a btguardd this test started.
+In slurmstepd it runs `btguardctl guard --at-exec TASK` from
+task_post_fork, before the task execs; the daemon follows the task
+through its exec and guards it before the program's code runs.
+
+  * `srun --btguard` of the torch + greenlet workload, which raises its
+    torch errors inside greenlets at once (no pause): it finishes and
+    prints its errors; the same `srun` without --btguard dies of SIGSEGV;
+  * `sbatch --btguard` (the option registered in the allocator context):
+    the batch job completes, 0:0.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import slurmlib
+from slurmlib import btg
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="starts munged, slurmctld and slurmd: needs root")
+
+OWNER = "btguard-slurm-owner"
+WORKLOAD = slurmlib.REPO / "tests" / "workloads" / "torch_greenlet.py"
+TORCH_LAST = "errors 40 ok"
+SPANK_SO = btg.BUILD / "slurm" / "btguard.so"
+
+
+@pytest.fixture(scope="module")
+def users():
+    u = slurmlib.Users(OWNER)
+    try:
+        yield u
+    finally:
+        u.remove()
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    with btg.running_daemon() as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def cluster(users, daemon):
+    if not SPANK_SO.exists():
+        pytest.fail(f"{SPANK_SO} missing: run `make spank`")
+    line = f"optional {SPANK_SO} btguardctl={btg.BTGUARDCTL} socket={daemon.socket} timeout=30"
+    yield from slurmlib.running_cluster("proctrack/cgroup", plugstack=line)
+
+
+def workload(cluster):
+    dst = cluster.root / "jobs" / WORKLOAD.name
+    if not dst.exists():
+        shutil.copy(WORKLOAD, dst)
+        os.chmod(dst, 0o644)
+    return dst
+
+
+def srun(cluster, users, *args):
+    argv = btg.user_prefix(users[OWNER]) + ["srun", "-n1", f"--chdir={cluster.root / 'jobs'}",
+                                            *args]
+    return subprocess.run(argv, env=cluster.env, capture_output=True, text=True,
+                          timeout=slurmlib.RUN_TIMEOUT)
+
+
+def test_srun_btguard_survives_and_srun_without_crashes(cluster, users):
+    w = workload(cluster)
+    p = srun(cluster, users, "--btguard", "/usr/bin/python3", str(w))
+    assert p.returncode == 0, (p, cluster.logs())
+    assert p.stdout.splitlines()[-1:] == [TORCH_LAST], p
+    p = srun(cluster, users, "/usr/bin/python3", str(w))
+    assert p.returncode != 0, p
+    assert "Segmentation fault" in p.stderr or p.returncode in (139, -11), p
+
+
+def test_sbatch_btguard_completes(cluster, users):
+    script = f"#!/bin/sh\nexec /usr/bin/python3 {workload(cluster)}\n"
+    guarded, out = cluster.sbatch(script, user=users[OWNER], options=["--btguard"])
+    plain, _ = cluster.sbatch(script, user=users[OWNER])
+    fields = cluster.wait_done(guarded)
+    text = out.read_text()
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), (fields, text)
+    assert text.splitlines()[-1:] == [TORCH_LAST], text
+    fields = cluster.wait_done(plain)
+    assert (fields["JobState"], fields["ExitCode"]) == ("FAILED", "0:11"), fields
