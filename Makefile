@@ -114,6 +114,8 @@ VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -f
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
 VICTIM_CFLAGS_libempty := -shared -fPIC
 VICTIM_CFLAGS_bt_static := -static
+VICTIM_CFLAGS_first_line_static := -static
+VICTIM_CFLAGS_nolibc_dyn := -nostdlib -ffreestanding -fno-stack-protector -fPIE -pie
 VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
 $(BUILD)/victims/%: tests/victims/%.c
 	@mkdir -p $(dir $@)

@@ -34,6 +34,7 @@
 
 #include "conn.h"
 #include "output.h"
+#include "run.h"
 #include "slurm.h"
 
 #define PROGRAM "btguardctl"
@@ -59,6 +60,9 @@ struct options {
 	bool        format_given;
 	struct output out;
 	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
+	bool        at_exec;        /* guard --at-exec PID */
+	char      **run_argv;       /* run -- CMD [ARG]...: the command, NULL-terminated */
+	struct run_child child;     /* run: the command's process */
 };
 
 static void print_help(void)
@@ -66,6 +70,8 @@ static void print_help(void)
 	fputs(
 "Usage: " PROGRAM " [OPTION]... guard|unguard|status SELECTOR...\n"
 "       " PROGRAM " [OPTION]... guard|unguard|status PID...\n"
+"       " PROGRAM " [OPTION]... guard --at-exec PID\n"
+"       " PROGRAM " [OPTION]... run -- CMD [ARG]...\n"
 "       " PROGRAM " [OPTION]... policy|reload\n"
 "\n"
 "Ask btguardd to make glibc backtrace() return 0 frames in running processes\n"
@@ -95,6 +101,15 @@ static void print_help(void)
 "  reload    make the daemon read its policy again; if it is wrong, the\n"
 "            error names the file and line and the old policy stays (root\n"
 "            only).\n"
+"  run -- CMD [ARG]...\n"
+"            start CMD guarded from its first instruction: the daemon follows\n"
+"            its process through the exec and guards the program before any\n"
+"            of its code runs. Its output is CMD's; btguardctl's own lines go\n"
+"            to stderr (failures always, the rest with --verbose). The exit\n"
+"            status is CMD's (128+N if signal N killed it, 127 if it was not\n"
+"            found); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
+"            SIGWINCH sent to btguardctl are passed on. If the daemon cannot\n"
+"            follow it, CMD is not run.\n"
 "\n"
 "Selectors (the daemon resolves them; all given must match; a user other than\n"
 "root selects only among processes it may act on):\n"
@@ -130,6 +145,11 @@ static void print_help(void)
 "                        1..60000 milliseconds, per process (default 2000)\n"
 "      --tree            also act on every descendant of each process, including\n"
 "                        children forked while the parent was being patched\n"
+"      --at-exec         guard: follow the one named process, which has one\n"
+"                        thread and is about to exec (a launcher's child after\n"
+"                        fork), through its next exec and guard the new program\n"
+"                        before its own code runs; \"armed\" is printed once it\n"
+"                        is followed, --deadline is how long to wait for the exec\n"
 "  -h, --help            show this help and exit\n"
 "  -V, --version         show the version and exit\n"
 "\n"
@@ -174,6 +194,7 @@ static void print_help(void)
 "  " PROGRAM " guard --slurm-job 42           a Slurm job's processes on this node\n"
 "  " PROGRAM " --deadline 10000 guard 1234  keep retrying a busy process for 10 s\n"
 "  " PROGRAM " unguard --user alice          restore real backtraces\n"
+"  " PROGRAM " run -- python3 train.py      start a job already guarded\n"
 "\n"
 "Authorization: root may act on any process; other users only on their own\n"
 "dumpable processes. More in btguardctl(1) and btguardd(8); the protocol is\n"
@@ -237,7 +258,7 @@ static uint8_t parse_action(const char *s)
 		return PROTO_ACTION_POLICY;
 	if (!strcmp(s, "reload"))
 		return PROTO_ACTION_RELOAD;
-	usage_error("unknown command '%s': expected guard, unguard, status, policy or reload", s);
+	usage_error("unknown command '%s': expected guard, unguard, status, run, policy or reload", s);
 }
 
 /* A selector pattern: not empty, within the wire limit, copied into dst. */
@@ -286,10 +307,40 @@ static enum output_format parse_format(const char *s)
 	usage_error("unknown --format '%s': expected lines, json, table or prometheus", s);
 }
 
+/* guard --at-exec PID: one named process, followed through its next exec. */
+static void check_at_exec(struct options *o)
+{
+	if (o->req.action != PROTO_ACTION_GUARD)
+		usage_error("--at-exec goes with guard: guard --at-exec PID");
+	if (o->out.selecting || o->req.npids != 1 || (o->req.flags & PROTO_FLAG_TREE))
+		usage_error("--at-exec follows one process: name exactly one PID, without "
+			    "--tree or a selector");
+	o->req.action = PROTO_ACTION_AT_EXEC;
+}
+
+/* run [--] CMD [ARG]...: the command after the options (getopt stopped at "--"). */
+static void parse_run(struct options *o, int n, char **cmd)
+{
+	if (n < 1)
+		usage_error("missing command after 'run' (run -- CMD [ARG]...)");
+	if (o->req.sel.fields || o->unit || o->slurm_arg || o->at_exec ||
+	    (o->req.flags & PROTO_FLAG_TREE))
+		usage_error("run starts its own process: no --at-exec, --tree or selector");
+	if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE)
+		usage_error("--format=%s reports states: use it with status",
+			    o->out.format == OUTPUT_TABLE ? "table" : "prometheus");
+	o->run_argv = cmd;
+	o->req.action = PROTO_ACTION_AT_EXEC;
+	o->req.npids = 1;   /* the child's, once it is forked */
+	/* The command owns standard output: what btguardctl says goes to stderr. */
+	o->out.out = stderr;
+	o->child.go_fd = o->child.err_fd = -1;
+}
+
 static void parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
-	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT };
+	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT, OPT_AT_EXEC };
 	static const struct option longopts[] = {
 		{ "socket",   required_argument, NULL, 's' },
 		{ "json",     no_argument,       NULL, 'j' },
@@ -307,6 +358,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "unit",     required_argument, NULL, OPT_UNIT },
 		{ "slurm-job", required_argument, NULL, OPT_SLURM_JOB },
 		{ "maps",     required_argument, NULL, OPT_MAPS },
+		{ "at-exec",  no_argument,       NULL, OPT_AT_EXEC },
 		{ "help",     no_argument,       NULL, 'h' },
 		{ "version",  no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -393,6 +445,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case OPT_MAPS:
 			set_pattern(o, PROTO_SEL_MAPS, sel->maps, "maps", optarg);
 			break;
+		case OPT_AT_EXEC:
+			o->at_exec = true;
+			break;
 		case 'h':
 			print_help();
 			exit(EXIT_OK);
@@ -415,7 +470,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 	}
 
 	if (optind >= argc)
-		usage_error("missing command: guard, unguard, status, policy or reload");
+		usage_error("missing command: guard, unguard, status, run, policy or reload");
+	if (!strcmp(argv[optind], "run")) {
+		parse_run(o, argc - optind - 1, argv + optind + 1);
+		return;
+	}
 	o->req.action = parse_action(argv[optind++]);
 	if (o->req.action == PROTO_ACTION_POLICY || o->req.action == PROTO_ACTION_RELOAD) {
 		/* About the daemon: nothing to name or select, and no options that act. */
@@ -443,6 +502,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 				    argv[optind], INT32_MAX);
 		o->req.pids[o->req.npids++] = (int32_t)v;
 	}
+	if (o->at_exec)
+		check_at_exec(o);
 	if (o->out.format == OUTPUT_PROMETHEUS && o->req.action != PROTO_ACTION_STATUS)
 		usage_error("--format=prometheus reports states: use it with status");
 	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
@@ -625,6 +686,11 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 			if (proto_decode_result(payload, h.length, &res) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed result");
 			(*nresults)++;
+			/* run: followed now, so its exec will be; let it go. */
+			if (o->run_argv && res.error == BTG_OK && (res.flags & PROTO_RESULT_ARMED))
+				run_go(&o->child);
+			if (o->run_argv && !o->out.verbose && res.error == BTG_OK)
+				break;   /* the command's output is what counts; failures are said */
 			if (output_result(&o->out, &res) < 0)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
@@ -681,16 +747,71 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 	}
 }
 
-int main(int argc, char **argv)
+/* Sends the request and reads the whole reply: the exit status. */
+static int exchange(struct options *o)
 {
-	static struct options o;
 	static uint8_t request[PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD];
 	struct conn c;
 	unsigned nresults = 0;
 	int len, r, status;
 
+	len = proto_encode_request(&o->req, request, sizeof(request));
+	if (len < 0)   /* parse_args enforces every limit the encoder checks */
+		return fail(EXIT_USAGE, "cannot encode the request: %s", strerror(-len));
+
+	r = conn_open(&c, o->socket_path, conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
+	if (r == -ETIMEDOUT)
+		return fail(EXIT_UNREACHABLE, "cannot connect to %s: the daemon did not accept "
+			    "the connection within %g s (is btguardd overloaded?)",
+			    o->socket_path, o->timeout_s);
+	if (r < 0)
+		return fail(EXIT_UNREACHABLE, "cannot connect to %s: %s (is btguardd running?)",
+			    o->socket_path, strerror(-r));
+
+	r = conn_send(&c, request, (size_t)len);
+	if (r < 0) {
+		conn_close(&c);
+		return fail(EXIT_UNREACHABLE, "cannot send the request to %s: %s",
+			    o->socket_path, r == -ETIMEDOUT ? "timed out" : strerror(-r));
+	}
+
+	status = read_replies(&c, o, &nresults);
+	conn_close(&c);
+	if (fflush(stdout) != 0 && status == EXIT_OK)
+		status = fail(EXIT_FAILED, "writing to standard output failed");
+	return status;
+}
+
+/*
+ * run: the command's child is followed by the daemon, then let go to exec;
+ * btguardctl ends with the command's status.  A child the daemon could
+ * not follow is never let go: nothing runs, and the exchange's status says
+ * why.
+ */
+static int run(struct options *o)
+{
+	int r = run_spawn(o->run_argv, &o->child), status;
+
+	if (r < 0)
+		return fail(EXIT_FAILED, "cannot start %s: %s", o->run_argv[0], strerror(-r));
+	o->req.pids[0] = (int32_t)o->child.pid;
+	status = exchange(o);
+	if (o->child.go_fd >= 0)
+		fprintf(stderr, PROGRAM ": %s was not run: the daemon did not follow its process\n",
+			o->run_argv[0]);
+	r = run_wait(&o->child, o->run_argv[0]);
+	return r < 0 ? (status ? status : EXIT_FAILED) : r;
+}
+
+int main(int argc, char **argv)
+{
+	static struct options o;
+	int status;
+
 	o.out.out = stdout;
 	parse_args(argc, argv, &o);
+	if (o.run_argv)
+		return run(&o);
 	if (o.unit) {
 		status = unit_cgroup(o.unit, o.req.sel.cgroup, sizeof(o.req.sel.cgroup));
 		if (status)
@@ -702,30 +823,5 @@ int main(int argc, char **argv)
 		if (status)
 			return status;
 	}
-
-	len = proto_encode_request(&o.req, request, sizeof(request));
-	if (len < 0)   /* parse_args enforces every limit the encoder checks */
-		return fail(EXIT_USAGE, "cannot encode the request: %s", strerror(-len));
-
-	r = conn_open(&c, o.socket_path, conn_now_ns() + (uint64_t)(o.timeout_s * 1e9));
-	if (r == -ETIMEDOUT)
-		return fail(EXIT_UNREACHABLE, "cannot connect to %s: the daemon did not accept "
-			    "the connection within %g s (is btguardd overloaded?)",
-			    o.socket_path, o.timeout_s);
-	if (r < 0)
-		return fail(EXIT_UNREACHABLE, "cannot connect to %s: %s (is btguardd running?)",
-			    o.socket_path, strerror(-r));
-
-	r = conn_send(&c, request, (size_t)len);
-	if (r < 0) {
-		conn_close(&c);
-		return fail(EXIT_UNREACHABLE, "cannot send the request to %s: %s",
-			    o.socket_path, r == -ETIMEDOUT ? "timed out" : strerror(-r));
-	}
-
-	status = read_replies(&c, &o, &nresults);
-	conn_close(&c);
-	if (fflush(stdout) != 0 && status == EXIT_OK)
-		status = fail(EXIT_FAILED, "writing to standard output failed");
-	return status;
+	return exchange(&o);
 }

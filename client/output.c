@@ -107,7 +107,14 @@ void output_text(FILE *f, const char *str)
 
 static bool changes_bytes(unsigned action)
 {
-	return action == PROTO_ACTION_GUARD || action == PROTO_ACTION_UNGUARD;
+	return action == PROTO_ACTION_GUARD || action == PROTO_ACTION_UNGUARD ||
+	       action == PROTO_ACTION_AT_EXEC;
+}
+
+/* at-exec's first RESULT: the process is followed, nothing done yet. */
+static bool is_armed(const struct proto_result *res)
+{
+	return res->error == BTG_OK && (res->flags & PROTO_RESULT_ARMED);
 }
 
 /* The detail to show: the daemon's own, else the code's standard sentence. */
@@ -179,6 +186,8 @@ static void print_json(FILE *f, const struct proto_result *res)
 	else
 		fprintf(f, "\"%s\"", proto_proc_state_name(res->state));
 	fprintf(f, ",\"wrote\":%s", res->flags & PROTO_RESULT_WROTE ? "true" : "false");
+	if (res->action == PROTO_ACTION_AT_EXEC)
+		fprintf(f, ",\"armed\":%s", is_armed(res) ? "true" : "false");
 	if (!ok)
 		fprintf(f, ",\"error\":\"%s\"", proto_error_name(res->error));
 	fputs(",\"message\":\"", f);
@@ -281,13 +290,17 @@ static void print_sites(FILE *f, const struct proto_result *res)
 static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 {
 	fprintf(f, "%" PRId32 ": ", res->pid);
+	if (is_armed(res)) {
+		fputs("armed, following it through its next exec\n", f);
+		return;
+	}
 	if (res->error != BTG_OK) {
 		fprintf(f, "error: %s: ", proto_error_name(res->error));
 		output_text(f, detail(res));
 	} else {
 		/* The state the action aims for, to say "already guarded". */
-		unsigned goal = res->action == PROTO_ACTION_GUARD ? PROTO_PROC_GUARDED
-								  : PROTO_PROC_UNGUARDED;
+		unsigned goal = res->action == PROTO_ACTION_UNGUARD ? PROTO_PROC_UNGUARDED
+								    : PROTO_PROC_GUARDED;
 
 		fprintf(f, "%s (%u site%s", proto_proc_state_name(res->state),
 			(unsigned)res->nsites, res->nsites == 1 ? "" : "s");
@@ -306,7 +319,8 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 		}
 		if (res->risk == PROTO_RISK_AT_RISK)
 			fputs(", AT RISK", f);
-		if (verbose && res->message[0]) {
+		/* at-exec says when: at the exec, or why only then. */
+		if ((verbose || res->action == PROTO_ACTION_AT_EXEC) && res->message[0]) {
 			fputs(": ", f);
 			output_text(f, res->message);
 		}
@@ -391,7 +405,8 @@ static void count(struct output_counts *c, const struct proto_result *res, bool 
 
 int output_result(struct output *o, const struct proto_result *res)
 {
-	count(&o->counts, res, o->selecting);
+	if (!is_armed(res))
+		count(&o->counts, res, o->selecting);
 	switch (o->format) {
 	case OUTPUT_JSON:
 		print_json(o->out, res);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "action.h"
+#include "exec.h"
 #include "log.h"
 #include "patch.h"
 #include "pidns.h"
@@ -700,6 +701,7 @@ struct action_job {
 	struct action_target *target;
 	struct proto_result *res;
 	struct patch_job *patch;
+	struct exec_job *exec;     /* at-exec: the process being followed instead */
 	bool prepared;             /* authorized and pinned: the report may describe it */
 	uint64_t starttime;        /* the pinned process's, for a --tree relist */
 	char exe[PATH_MAX];
@@ -726,6 +728,7 @@ static int action_end(struct action_job *j, int r)
 	log_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res);
 	pin_close(&t->pidfd);
 	patch_end(j->patch);
+	exec_end(j->exec);
 	free(j);
 	return 0;
 }
@@ -761,21 +764,30 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 		j->prepared = true;
 		j->starttime = pin.starttime;
 	}
-	if (r == 0)
+	if (r == 0 && action == PROTO_ACTION_AT_EXEC)
+		r = exec_begin(caller, want->ours, &pin, deadline_ms, res, &j->exec);
+	else if (r == 0)
 		r = patch_begin(caller, want->ours, &pin, action, deadline_ms, res, &j->patch);
-	if (r < 0 || !j->patch)
+	if (r < 0 || (!j->patch && !j->exec))
 		return action_end(j, r);
 	*ret = j;
 	r = action_step(j, ret_wake_ms);
-	if (r != ACTION_AGAIN)
+	if (r != ACTION_AGAIN && r != ACTION_ARMED)
 		*ret = NULL;
 	return r;
 }
 
 int action_step(struct action_job *j, uint64_t *ret_wake_ms)
 {
-	int r = patch_step(j->patch, ret_wake_ms);
+	int r;
 
+	if (j->exec) {
+		r = exec_step(j->exec, ret_wake_ms);
+		if (r == EXEC_AGAIN || r == EXEC_ARMED)
+			return r == EXEC_AGAIN ? ACTION_AGAIN : ACTION_ARMED;
+		return action_end(j, r);
+	}
+	r = patch_step(j->patch, ret_wake_ms);
 	if (r == PATCH_AGAIN)
 		return ACTION_AGAIN;
 	return action_end(j, r);
@@ -783,5 +795,8 @@ int action_step(struct action_job *j, uint64_t *ret_wake_ms)
 
 void action_cancel(struct action_job *j, int err, const char *why)
 {
-	action_end(j, patch_cancel(j->patch, err, why));
+	if (j->exec)
+		action_end(j, exec_cancel(j->exec, err, why));
+	else
+		action_end(j, patch_cancel(j->patch, err, why));
 }

@@ -102,6 +102,8 @@ struct action_job;
 
 /* action_start()/action_step(): the target is busy, try again at *ret_wake_ms. */
 #define ACTION_AGAIN 1
+/* As ACTION_AGAIN, and res is an interim answer to send now (at-exec: armed). */
+#define ACTION_ARMED 2
 
 /*
  * Acts on one target: checks its pin, authorizes, prepares, makes the
@@ -110,7 +112,9 @@ struct action_job;
  * the caller sends as one RESULT; res must live until the target is
  * answered.  Returns 0 when it is (logged, pin released), or ACTION_AGAIN
  * with *ret set: call action_step(*ret) again once CLOCK_MONOTONIC reaches
- * *ret_wake_ms (ms).
+ * *ret_wake_ms (ms).  PROTO_ACTION_AT_EXEC follows the process through its
+ * exec (exec.c) and also returns ACTION_ARMED once: send res as an extra
+ * RESULT, then as ACTION_AGAIN.
  */
 int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
 		 struct action_target *target, struct proto_result *res,

@@ -36,6 +36,14 @@
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
  *
+ * At an exec (exec.c: guard --at-exec, run) the same sites are found and
+ * classified (1-3) and written with 4g alone, at a system call-stop of the
+ * new program before any of its code ran.  4a-4f have nothing to do there:
+ * the exec left one task (it killed the others, and the loader starts
+ * none), its new memory is shared with nobody, and a definition is seen
+ * at the first stop after its mapping became executable, so no thread can
+ * be executing, or return into, bytes that could not be run before.
+ *
  * The stop wait of one attempt (4c) is bounded by PATCH_STOP_WAIT_MS as
  * well as by the deadline (patch.h says why), so a thread slow to stop
  * holds the loop for one bounded attempt, not for the whole deadline.
@@ -84,7 +92,7 @@ struct attempt {
 	size_t why_len;
 };
 
-static void fill_sites(struct proto_result *res, const struct site_list *sites)
+void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 {
 	res->nsites = 0;
 	for (size_t i = 0; i < sites->n && i < PROTO_MAX_SITES; i++) {
@@ -98,10 +106,15 @@ static void fill_sites(struct proto_result *res, const struct site_list *sites)
 	res->state = (uint8_t)sites_proc_state(sites);
 }
 
-/* True when the action changes this site: original to guarded, or back. */
+/* True when guarding (or unguarding) changes this site: original to guarded, or back. */
+static bool wants_write(bool guard, const struct site *s)
+{
+	return guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+}
+
 static bool needs_write(const struct attempt *a, const struct site *s)
 {
-	return a->guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+	return wants_write(a->guard, s);
 }
 
 /* -BTG_ERR_BUSY naming the first thread of pid found in uninterruptible sleep. */
@@ -214,17 +227,18 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }
 
-/* Steps 4f: writes every planned site, verifying each; undoes all on a mismatch. */
-static int write_sites(struct attempt *a, pid_t tid)
+/* Step 4g: writes every planned site, verifying each; undoes all on a mismatch. */
+int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
+		      size_t why_len)
 {
 	int r = 0;
 	size_t i;
 
-	for (i = 0; i < a->sites->n; i++) {
-		struct site *s = &a->sites->v[i];
-		uint64_t want = site_word(s, a->guard), got;
+	for (i = 0; i < sites->n; i++) {
+		struct site *s = &sites->v[i];
+		uint64_t want = site_word(s, guard), got;
 
-		if (!needs_write(a, s))
+		if (!wants_write(guard, s))
 			continue;
 		r = ptrace_poke_word(tid, site_word_addr(s), want);
 		if (r == 0)
@@ -234,18 +248,18 @@ static int write_sites(struct attempt *a, pid_t tid)
 		if (r == 0 && got != want)
 			r = -BTG_ERR_VERIFY;
 		if (r < 0) {
-			snprintf(a->why, a->why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
+			snprintf(why, why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
 				 site_word_addr(s), proto_strerror(r));
 			break;
 		}
 	}
 	if (r == 0) {
 		/* What the sites hold now, should the target die before the re-read. */
-		for (i = 0; i < a->sites->n; i++) {
-			struct site *s = &a->sites->v[i];
+		for (i = 0; i < sites->n; i++) {
+			struct site *s = &sites->v[i];
 
-			if (needs_write(a, s))
-				s->state = a->guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
+			if (wants_write(guard, s))
+				s->state = guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
 		}
 		return 0;
 	}
@@ -257,9 +271,9 @@ static int write_sites(struct attempt *a, pid_t tid)
 	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
-		struct site *s = &a->sites->v[j];
-		bool wrote = needs_write(a, s);   /* the states still say what was planned */
-		uint64_t back = site_word(s, !a->guard), got = ~back;
+		struct site *s = &sites->v[j];
+		bool wrote = wants_write(guard, s);   /* the states still say what was planned */
+		uint64_t back = site_word(s, !guard), got = ~back;
 		int u;
 
 		if (!wrote)
@@ -273,12 +287,12 @@ static int write_sites(struct attempt *a, pid_t tid)
 		if (u == -ESRCH)
 			continue;
 		if (u < 0 && r != -BTG_ERR_INTERNAL) {
-			size_t len = strlen(a->why);
+			size_t len = strlen(why);
 
-			snprintf(a->why + len, a->why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
+			snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
 				 s->object, site_word_addr(s), proto_strerror(u));
 			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
-				a->pid, s->object, site_word_addr(s));
+				pid, s->object, site_word_addr(s));
 			r = -BTG_ERR_INTERNAL;
 		}
 	}
@@ -424,7 +438,7 @@ static int attempt_once(struct attempt *a)
 	r = check_threads(a, &w);
 	if (r < 0)
 		goto out_resume;
-	r = write_sites(a, first_stopped(&w));
+	r = patch_write_sites(a->pid, first_stopped(&w), a->sites, a->guard, a->why, a->why_len);
 out_resume:
 	r2 = ptrace_resume_all(&w);
 	a->pause_us = ptrace_world_pause_us(&w);
@@ -532,7 +546,7 @@ static int finish(struct patch_job *j, int r)
 	/* If it cannot be read any more, the states are what we last saw or wrote. */
 	if (check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0)
 		sites_read(j->a.via, &j->sites);
-	fill_sites(j->res, &j->sites);
+	patch_fill_sites(j->res, &j->sites);
 	j->res->error = proto_error_from_negative(r);
 	return r;
 }
@@ -675,7 +689,7 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_
 	r = sites_find(via, j->a.maps, j->a.nmaps, &j->sites, res->message, sizeof(res->message));
 	if (r < 0)
 		goto out_answer;
-	fill_sites(res, &j->sites);
+	patch_fill_sites(res, &j->sites);
 	if (action == PROTO_ACTION_STATUS) {
 		if (j->sites.n == 0)
 			snprintf(res->message, sizeof(res->message),

@@ -6,6 +6,8 @@
 #ifndef BTGUARD_PATCH_H
 #define BTGUARD_PATCH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -59,6 +61,22 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
 
 /* Answers without another attempt (err, why), with the sites as they are now. */
 int patch_cancel(struct patch_job *j, int err, const char *why);
+
+/*
+ * Step 4g alone, for a caller that holds every task of pid stopped and has
+ * checked that none can be inside the bytes (exec.c: at a system call of
+ * a new program, before any of its code ran): writes each site that guard
+ * (or unguard) changes with one ptrace word through tid, reads it back,
+ * and on any failure restores every word written.  0, or -BTG_ERR_VERIFY,
+ * -BTG_ERR_GONE, -BTG_ERR_INTERNAL (an undo failed), ... with why filled.
+ * The sites' states say what was written.
+ */
+struct site_list;
+int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
+		      size_t why_len);
+
+/* res's sites and process state from sites (at most PROTO_MAX_SITES). */
+void patch_fill_sites(struct proto_result *res, const struct site_list *sites);
 
 /* Frees j (NULL is fine). */
 void patch_end(struct patch_job *j);

@@ -122,4 +122,78 @@ int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word);
  */
 size_t ptrace_reap_orphans(void);
 
+/*
+ * One process followed through an exec (exec.c), seized across many turns
+ * of the loop instead of within one: its single task is traced with
+ * PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD (never PTRACE_O_EXITKILL: if
+ * the daemon dies the kernel detaches it and it runs on) and stops at
+ * every system call.  Statuses another wait collects for it (an attempt's
+ * waitpid(-1)) are kept here for it, never lost.  Written by ptrace.c only.
+ * Between two turns a follower may sit in a system call-stop until its
+ * next step (a millisecond or two); it is no world, and
+ * ptrace_worlds_open() does not count it: a dying daemon leaves such a
+ * stop harmless, where a world's interrupt-stops would be too.
+ */
+#define PTRACE_FOLLOW_STASH 4
+
+struct ptrace_follow {
+	pid_t tid;
+	bool  seized;        /* we are its tracer */
+	bool  stopped;       /* in a ptrace-stop: ours to resume or detach */
+	int   stash[PTRACE_FOLLOW_STASH];  /* statuses collected by others, oldest first */
+	size_t nstash;
+};
+
+/* A syscall-stop as PTRACE_GET_SYSCALL_INFO describes it. */
+struct ptrace_syscall_stop {
+	bool     entry;      /* else the exit */
+	uint64_t nr;         /* the system call (arch.h's numbers) */
+	int64_t  rval;       /* at the exit: its return value, -errno on failure */
+	bool     is_error;
+};
+
+/* Followers at most at once (each is one request's target). */
+#define PTRACE_MAX_FOLLOW 64
+
+/*
+ * Seizes tid (a process's only task) and interrupts it; its first stop
+ * follows as a status.  -BTG_ERR_TRACED, -BTG_ERR_LIMIT, -EPERM, -ESRCH...
+ */
+int ptrace_follow_seize(struct ptrace_follow *f, pid_t tid);
+
+/*
+ * The next status of f, waiting until `until` (CLOCK_MONOTONIC) at most:
+ * 1 with *ret_status, 0 when none came by then.  A stop leaves f stopped;
+ * an exit ends the following (f->seized false, nothing to release).
+ */
+int ptrace_follow_wait(struct ptrace_follow *f, const struct timespec *until, int *ret_status);
+
+/* Resumes a stopped f to its next system call, delivering sig (0: none). */
+int ptrace_follow_syscall(struct ptrace_follow *f, int sig);
+
+/* What one status of a follower says (ptrace_follow_classify). */
+enum ptrace_follow_stop {
+	PTRACE_FOLLOW_ENDED,     /* exited or killed: no longer ours */
+	PTRACE_FOLLOW_EXEC,      /* PTRACE_EVENT_EXEC: the new program is mapped */
+	PTRACE_FOLLOW_GROUP,     /* a group-stop or our interrupt (sig: the stop signal) */
+	PTRACE_FOLLOW_SYSCALL,   /* a system call's entry or exit */
+	PTRACE_FOLLOW_SIGNAL,    /* a signal on its way to it (sig) */
+};
+
+enum ptrace_follow_stop ptrace_follow_classify(int status, int *ret_sig);
+
+/* Lets a stopped f sit in its job-control stop, still traced (PTRACE_LISTEN). */
+int ptrace_follow_listen(struct ptrace_follow *f);
+
+/* What f, stopped at a system call, is doing.  -EINVAL when not a syscall-stop. */
+int ptrace_follow_syscall_info(struct ptrace_follow *f, struct ptrace_syscall_stop *ret);
+
+/*
+ * Lets f go, delivering sig: detached at once when stopped, else
+ * interrupted first (waiting at most PTRACE_FOLLOW_RELEASE_MS); one that
+ * never stops is parked for the orphan reaper.  Fine on an f that exited.
+ */
+#define PTRACE_FOLLOW_RELEASE_MS 250
+int ptrace_follow_release(struct ptrace_follow *f, int sig);
+
 #endif

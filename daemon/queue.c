@@ -259,6 +259,7 @@ static void end_request(struct queue_entry *e)
 	action_targets_free(e->targets, e->ntargets);
 	e->targets = NULL;
 	e->ntargets = e->next = 0;
+	e->interims = 0;
 	free(e->res);
 	e->res = NULL;
 	e->busy = false;
@@ -266,7 +267,8 @@ static void end_request(struct queue_entry *e)
 
 static void finish_request(struct queue *q, struct queue_entry *e)
 {
-	uint32_t count = (uint32_t)e->next;   /* every target up to here was answered */
+	/* Every target up to here was answered, some twice (at-exec's "armed"). */
+	uint32_t count = (uint32_t)e->next + e->interims;
 
 	unplace(q, e);
 	end_request(e);
@@ -348,12 +350,27 @@ static void expand_step(struct queue *q, struct queue_entry *e)
 /* e's job was refused as busy: it waits for wake_ms, and says so once. */
 static void park(struct queue *q, struct queue_entry *e)
 {
-	if (!e->waited)
+	if (!e->waited && e->action == PROTO_ACTION_AT_EXEC)
+		log_msg(LOG_DEBUG, "client pid=%d: PID %d followed (%s); other targets meanwhile",
+			(int)e->caller.pid, e->res->pid, e->res->message);
+	else if (!e->waited)
 		log_msg(LOG_DEBUG, "client pid=%d: PID %d busy (%s); next attempt in %lld ms, other targets meanwhile",
 			(int)e->caller.pid, e->res->pid, e->res->message,
 			(long long)e->wake_ms - (long long)now_ms());
 	e->waited = true;
 	place(q, e);
+}
+
+/*
+ * An at-exec target is followed: its first RESULT ("armed") goes out now,
+ * then it waits for its wake-up like a parked one.  False when the owner
+ * went away meanwhile (e was cancelled).
+ */
+static bool interim(struct queue_entry *e)
+{
+	e->interims++;
+	e->ops->result(e, e->res);
+	return e->busy;
 }
 
 static void start_target(struct queue *q, struct queue_entry *e)
@@ -364,8 +381,10 @@ static void start_target(struct queue *q, struct queue_entry *e)
 	log_msg(LOG_DEBUG, "client pid=%d: %s of PID %d starts", (int)e->caller.pid,
 		proto_action_name(e->action), t->pid);
 	r = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);
-	if (r == ACTION_AGAIN) {
+	if (r == ACTION_AGAIN || r == ACTION_ARMED) {
 		activate(q, e, operates(e, t) ? t->ours : 0);
+		if (r == ACTION_ARMED && !interim(e))
+			return;
 		park(q, e);
 		return;
 	}
@@ -376,7 +395,9 @@ static void next_attempt(struct queue *q, struct queue_entry *e)
 {
 	int r = action_step(e->job, &e->wake_ms);
 
-	if (r == ACTION_AGAIN) {
+	if (r == ACTION_ARMED && !interim(e))
+		return;
+	if (r == ACTION_AGAIN || r == ACTION_ARMED) {
 		park(q, e);
 		return;
 	}
@@ -442,6 +463,7 @@ static int submit(struct queue *q, struct queue_entry *e, const struct queue_ops
 	e->action = action;
 	e->deadline_ms = deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
 	e->next = e->ntargets = 0;
+	e->interims = 0;
 	e->tree = (flags & PROTO_FLAG_TREE) && action != PROTO_ACTION_STATUS;
 	e->relists = 0;
 	e->relist_from = 0;

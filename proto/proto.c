@@ -190,7 +190,8 @@ static int start_message(struct writer *w, uint8_t *buf, size_t cap,
 /* The actions a RESULT answers: those that act on processes. */
 static bool action_valid(unsigned a)
 {
-	return a == PROTO_ACTION_GUARD || a == PROTO_ACTION_UNGUARD || a == PROTO_ACTION_STATUS;
+	return a == PROTO_ACTION_GUARD || a == PROTO_ACTION_UNGUARD || a == PROTO_ACTION_STATUS ||
+	       a == PROTO_ACTION_AT_EXEC;
 }
 
 /* POLICY and RELOAD are about the daemon itself: they name no process. */
@@ -242,8 +243,8 @@ static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, ui
 	}
 	if (!action_valid(action))
 		return refuse(why, BTG_ERR_PROTO,
-			      "unknown action %u (1 guard, 2 unguard, 3 status, 5 policy, 6 reload)",
-			      action);
+			      "unknown action %u (1 guard, 2 unguard, 3 status, 4 at-exec, 5 policy, "
+			      "6 reload)", action);
 	if (flags & ~PROTO_FLAGS_KNOWN)
 		return refuse(why, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
 	if (deadline_ms > PROTO_MAX_DEADLINE_MS)
@@ -259,6 +260,11 @@ static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, ui
 	if (npids > 0 && sel != 0)
 		return refuse(why, BTG_ERR_PROTO,
 			      "request both names PIDs and selects processes; it may do one");
+	/* One process followed through one exec: a selector or a tree would
+	 * have to follow processes nobody has named, each for its own exec. */
+	if (action == PROTO_ACTION_AT_EXEC && (npids != 1 || (flags & PROTO_FLAG_TREE)))
+		return refuse(why, BTG_ERR_PROTO,
+			      "at-exec names exactly one PID, without TREE or a selector");
 	return 0;
 }
 
@@ -275,8 +281,11 @@ static char *pattern_of(struct proto_select *sel, size_t i)
 
 static bool result_head_valid(const struct proto_result *res)
 {
+	uint8_t known = PROTO_RESULT_WROTE |
+			(res->action == PROTO_ACTION_AT_EXEC ? PROTO_RESULT_ARMED : 0);
+
 	return res->pid > 0 && action_valid(res->action) && proc_state_valid(res->state) &&
-	       !(res->flags & ~PROTO_RESULT_WROTE) && res->nsites <= PROTO_MAX_SITES &&
+	       !(res->flags & ~known) && res->nsites <= PROTO_MAX_SITES &&
 	       res->risk <= PROTO_RISK_COVERED && !(res->warnings & ~PROTO_WARNINGS_KNOWN);
 }
 
@@ -703,6 +712,7 @@ const char *proto_action_name(unsigned action)
 	case PROTO_ACTION_GUARD:   return "guard";
 	case PROTO_ACTION_UNGUARD: return "unguard";
 	case PROTO_ACTION_STATUS:  return "status";
+	case PROTO_ACTION_AT_EXEC: return "at-exec";
 	case PROTO_ACTION_POLICY:  return "policy";
 	case PROTO_ACTION_RELOAD:  return "reload";
 	}

@@ -50,7 +50,7 @@ enum proto_action {
 	PROTO_ACTION_GUARD   = 1,
 	PROTO_ACTION_UNGUARD = 2,
 	PROTO_ACTION_STATUS  = 3,
-	/* 4 is kept for AT_EXEC (guard --at-exec), defined on its own branch. */
+	PROTO_ACTION_AT_EXEC = 4,  /* guard a process from its next exec on (one PID) */
 	PROTO_ACTION_POLICY  = 5,   /* list the policy's rules: RULE..., DONE (root only) */
 	PROTO_ACTION_RELOAD  = 6,   /* read the policy again: DONE(rules) or ERROR (root only) */
 };
@@ -96,6 +96,9 @@ enum proto_proc_state {
 
 /* Result flags. */
 #define PROTO_RESULT_WROTE 0x01u    /* bytes in the target were changed */
+/* AT_EXEC only: the first of its two RESULTs, sent once the process is
+ * followed (seized, every system call seen); it may exec from now on. */
+#define PROTO_RESULT_ARMED 0x02u
 
 /* Site flags. */
 #define PROTO_SITE_BOUND   0x01u    /* the definition callers reach by name (see PROTOCOL.md) */

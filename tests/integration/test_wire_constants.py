@@ -8,7 +8,8 @@ old value would test something else.  Read the C sources and compare.
 
 import re
 
-from conftest import (ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, REPO, VERSION)
+from conftest import (ACTION_AT_EXEC, ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, REPO,
+                      RESULT_ARMED, VERSION)
 
 PROTO_H = (REPO / "proto" / "proto.h").read_text()
 PROTO_C = (REPO / "proto" / "proto.c").read_text()
@@ -35,6 +36,8 @@ def test_limits_match_proto_h():
     assert define(PROTO_H, "PROTO_VERSION") == VERSION
     assert define(PROTO_H, "PROTO_MAX_PAYLOAD") == MAX_PAYLOAD
     assert define(PROTO_H, "PROTO_MAX_PIDS") == MAX_PIDS
+    assert define(PROTO_H, "PROTO_RESULT_ARMED") == RESULT_ARMED
+    assert re.search(r"PROTO_ACTION_AT_EXEC\s*=\s*(\d+)", PROTO_H).group(1) == str(ACTION_AT_EXEC)
 
 
 def test_stub_matches_arch_h():

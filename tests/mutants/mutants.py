@@ -59,6 +59,27 @@ MUTANTS = [
     ("two operations on one process let through at once", "daemon/queue.c",
      [("\t\tif (a != e && a->holds == pid)\n", "\t\tif (a != e && a->holds == pid && 0)\n")],
      ["test_fairness.py::test_guard_and_unguard_of_one_process_never_interleave"]),
+    ("the followed process killed with the daemon (PTRACE_O_EXITKILL)", "daemon/ptrace.c",
+     [("PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD, NULL);",
+       "PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL, NULL);")],
+     ["test_atexec.py::test_daemon_killed_while_armed"]),
+    ("a failed verify at an exec answered as guarded", "daemon/exec.c",
+     [("\tif (r < 0)\n\t\treturn r;   /* this round's words are restored",
+       "\tif (r < 0 && 0)\n\t\treturn r;   /* this round's words are restored")],
+     ["test_atexec.py::test_verify_failure_at_exec_leaves_the_original"]),
+    ("a trap planted at the new program's entry (a breakpoint left if the daemon dies)",
+     "daemon/exec.c",
+     [("\tr = guard_mapped(j);\n\tif (r < 0)\n\t\treturn r;\n\t/* No loader",
+       "\tr = guard_mapped(j);\n\tif (r < 0)\n\t\treturn r;\n"
+       "\t{ struct ptrace_syscall_stop e; uint64_t w, pc = 0; char p[64], b[4096];"
+       " FILE *fp; snprintf(p, sizeof(p), \"/proc/%d/syscall\", j->pid);"
+       " fp = fopen(p, \"r\"); if (fp && fgets(b, sizeof(b), fp)) {"
+       " char *s = strrchr(b, ' '); if (s) pc = strtoull(s, NULL, 16); }"
+       " if (fp) fclose(fp); (void)e;"
+       " if (pc && ptrace_peek_word(j->pid, pc, &w) == 0)"
+       " ptrace_poke_word(j->pid, pc, (w & ~(uint64_t)0xff) | 0xcc); }\n\t/* No loader")],
+     ["test_atexec.py::test_daemon_killed_while_following",
+      "test_atexec.py::test_run_guards_before_main"]),
     # -- bugs the suite caught already; they must stay caught --
     ("activeness check always clear", "daemon/stackcheck.c",
      [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/*\n\t * The addresses its registers hold first",

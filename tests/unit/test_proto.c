@@ -300,7 +300,7 @@ static void request_encoder_refuses_invalid(void **state)
 
 	req->action = 0;
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
-	req->action = 4;
+	req->action = 0x7f;
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
 	req->action = PROTO_ACTION_GUARD;
 	req->flags = 0x02;
@@ -336,7 +336,7 @@ static void request_decoder_rejections(void **state)
 #define REJECT(...) do { raw_request(r, __VA_ARGS__); \
 	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EBADMSG); } while (0)
 	REJECT(0, 0, 0, 0, 1, 5);                             /* unknown action */
-	REJECT(4, 0, 0, 0, 1, 5);
+	REJECT(0x7f, 0, 0, 0, 1, 5);
 	REJECT(0xff, 0, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0x02, 0, 0, 1, 5);         /* unknown flag bits */
 	REJECT(PROTO_ACTION_GUARD, 0x80, 0, 0, 1, 5);
@@ -673,12 +673,40 @@ static void result_encoder_refuses_invalid(void **state)
 	res->action = 0;
 	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), -EINVAL);
 	res->action = PROTO_ACTION_GUARD;
-	res->flags = 0x02;
+	res->flags = PROTO_RESULT_ARMED;   /* only an at-exec result may say armed */
 	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), -EINVAL);
+	res->action = PROTO_ACTION_AT_EXEC;
+	assert_true(proto_encode_result(res, buf, BUF_CAP) > 0);
+	res->flags = 0x04;
+	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), -EINVAL);
+	res->action = PROTO_ACTION_GUARD;
 	res->flags = 0;
 	assert_true(proto_encode_result(res, buf, BUF_CAP) > 0);
 	free(buf);
 	free(res);
+}
+
+/* at-exec follows one named process: one PID, no --tree, no selector. */
+static void request_at_exec_names_one_pid(void **state)
+{
+	struct raw *r = calloc(1, sizeof(*r));
+	struct proto_request *out = new_request(0);
+	struct proto_verdict why;
+	(void)state;
+
+	assert_non_null(r);
+	raw_request(r, PROTO_ACTION_AT_EXEC, 0, 0, 0, 1, 42);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), 0);
+	assert_int_equal(out->action, PROTO_ACTION_AT_EXEC);
+	assert_int_equal(out->pids[0], 42);
+	raw_request(r, PROTO_ACTION_AT_EXEC, 0, 0, 0, 2, 42);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_int_equal(why.code, BTG_ERR_PROTO);
+	raw_request(r, PROTO_ACTION_AT_EXEC, PROTO_FLAG_TREE, 0, 0, 1, 42);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, &why), -EBADMSG);
+	assert_string_equal(proto_action_name(PROTO_ACTION_AT_EXEC), "at-exec");
+	free(r);
+	free(out);
 }
 
 static void result_decoder_rejections(void **state)
@@ -1157,6 +1185,7 @@ int main(void)
 		cmocka_unit_test(request_layout_and_round_trip),
 		cmocka_unit_test(request_max_size),
 		cmocka_unit_test(request_encoder_refuses_invalid),
+		cmocka_unit_test(request_at_exec_names_one_pid),
 		cmocka_unit_test(request_decoder_rejections),
 		cmocka_unit_test(request_selectors_layout_and_round_trip),
 		cmocka_unit_test(request_selector_rejections),

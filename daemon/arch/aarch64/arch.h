@@ -75,4 +75,24 @@ static inline size_t arch_regs_resume(const arch_regs_t *regs, uint64_t ret[ARCH
 	return 2;
 }
 
+/*
+ * System call numbers exec.c follows a process through its exec with (the
+ * kernel reports them with PTRACE_GET_SYSCALL_INFO, the same on every CPU;
+ * only the numbers differ: arm64 uses the generic table, which has no
+ * open, stat or access).  ARCH_LOADER_SYSCALLS: every call glibc's
+ * dynamic loader makes before it has mapped the libraries a program
+ * needs; a program whose first other call comes before any backtrace()
+ * appeared maps none at start (exec.c gives up there).
+ */
+#define ARCH_SYS_EXECVE    221
+#define ARCH_SYS_EXECVEAT  281
+#define ARCH_LOADER_SYSCALLS { \
+	48 /* faccessat */, 439 /* faccessat2 */, 56 /* openat */, 57 /* close */, \
+	62 /* lseek */, 63 /* read */, 67 /* pread64 */, 78 /* readlinkat */, \
+	79 /* newfstatat */, 80 /* fstat */, 43 /* statfs */, 160 /* uname */, \
+	96 /* set_tid_address */, 99 /* set_robust_list */, 214 /* brk */, \
+	215 /* munmap */, 222 /* mmap */, 226 /* mprotect */, 261 /* prlimit64 */, \
+	278 /* getrandom */, 291 /* statx */, 293 /* rseq */, \
+}
+
 #endif

@@ -52,4 +52,25 @@ static inline size_t arch_regs_resume(const arch_regs_t *regs, uint64_t ret[ARCH
 	return 1;
 }
 
+/*
+ * System call numbers exec.c follows a process through its exec with (the
+ * kernel reports them with PTRACE_GET_SYSCALL_INFO, the same on every CPU;
+ * only the numbers differ).  ARCH_LOADER_SYSCALLS: every call glibc's
+ * dynamic loader makes before it has mapped the libraries a program
+ * needs; a program whose first other call comes before any backtrace()
+ * appeared maps none at start (exec.c gives up there).  x86-64 keeps the
+ * old open/stat/access calls a loader built for older kernels may use.
+ */
+#define ARCH_SYS_EXECVE    59
+#define ARCH_SYS_EXECVEAT  322
+#define ARCH_LOADER_SYSCALLS { \
+	0 /* read */, 2 /* open */, 3 /* close */, 4 /* stat */, 5 /* fstat */, \
+	6 /* lstat */, 8 /* lseek */, 9 /* mmap */, 10 /* mprotect */, 11 /* munmap */, \
+	12 /* brk */, 17 /* pread64 */, 21 /* access */, 63 /* uname */, \
+	89 /* readlink */, 137 /* statfs */, 158 /* arch_prctl */, \
+	218 /* set_tid_address */, 257 /* openat */, 262 /* newfstatat */, \
+	273 /* set_robust_list */, 302 /* prlimit64 */, 318 /* getrandom */, \
+	332 /* statx */, 334 /* rseq */, 439 /* faccessat2 */, 269 /* faccessat */, \
+}
+
 #endif
