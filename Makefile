@@ -13,11 +13,13 @@ SANITIZE ?=
 FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
-DAEMON_PKGS := libsystemd libunwind-ptrace
+DAEMON_PKGS := libsystemd libunwind-ptrace inih
 DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 MANDIR ?= $(PREFIX)/share/man
+# The policy's path is compiled into the daemon (daemon/policy.h), whatever PREFIX.
+SYSCONFDIR ?= /etc
 # bash-completion's own directory, moved under PREFIX: it also searches
 # $XDG_DATA_DIRS (/usr/local/share:/usr/share), so /usr/local works too.
 BASHCOMPDIR ?= $(shell $(PKG_CONFIG) --define-variable=datadir=$(PREFIX)/share \
@@ -241,6 +243,9 @@ install: all man
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.service.in \
 	    > $(DESTDIR)$(UNITDIR)/btguardd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+	# The shipped policy is all comments.  An existing one is the admin's: kept.
+	[ -e $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf ] || \
+	    install -D -m 0644 etc/btguardd.conf $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf
 
 uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
@@ -248,6 +253,11 @@ uninstall:
 	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
 	for page in $(MAN_SRC:man/%.scd=%); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/btguardctl
+	# The policy only if it is still the shipped one: an edited file is the admin's.
+	if cmp -s etc/btguardd.conf $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf; then \
+	    rm -f $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf; \
+	    rmdir $(DESTDIR)$(SYSCONFDIR)/btguard 2>/dev/null || true; \
+	fi
 
 clean:
 	rm -rf $(BUILD)

@@ -72,6 +72,7 @@ static void print_help(void)
 "       " PROGRAM " [OPTION]... guard|unguard|status PID...\n"
 "       " PROGRAM " [OPTION]... guard --at-exec PID\n"
 "       " PROGRAM " [OPTION]... run -- CMD [ARG]...\n"
+"       " PROGRAM " [OPTION]... policy|reload\n"
 "\n"
 "Ask btguardd to make glibc backtrace() return 0 frames in running processes\n"
 "(guard), to restore it (unguard), or to report its state (status), without\n"
@@ -94,6 +95,12 @@ static void print_help(void)
 "  status    report without stopping anything: the state (guarded, unguarded,\n"
 "            partial: some definitions guarded; foreign: bytes changed by\n"
 "            something else; none: no backtrace() loaded) and the risk.\n"
+"  policy    list the daemon's auto-guard rules (btguardd.conf(5)): what each\n"
+"            matches, how many processes it guarded, the last of them\n"
+"            (root only).\n"
+"  reload    make the daemon read its policy again; if it is wrong, the\n"
+"            error names the file and line and the old policy stays (root\n"
+"            only).\n"
 "  run -- CMD [ARG]...\n"
 "            start CMD guarded from its first instruction: the daemon follows\n"
 "            its process through the exec and guards the program before any\n"
@@ -247,7 +254,11 @@ static uint8_t parse_action(const char *s)
 		return PROTO_ACTION_UNGUARD;
 	if (!strcmp(s, "status"))
 		return PROTO_ACTION_STATUS;
-	usage_error("unknown command '%s': expected guard, unguard, status or run", s);
+	if (!strcmp(s, "policy"))
+		return PROTO_ACTION_POLICY;
+	if (!strcmp(s, "reload"))
+		return PROTO_ACTION_RELOAD;
+	usage_error("unknown command '%s': expected guard, unguard, status, run, policy or reload", s);
 }
 
 /* A selector pattern: not empty, within the wire limit, copied into dst. */
@@ -459,12 +470,23 @@ static void parse_args(int argc, char **argv, struct options *o)
 	}
 
 	if (optind >= argc)
-		usage_error("missing command: guard, unguard, status or run");
+		usage_error("missing command: guard, unguard, status, run, policy or reload");
 	if (!strcmp(argv[optind], "run")) {
 		parse_run(o, argc - optind - 1, argv + optind + 1);
 		return;
 	}
 	o->req.action = parse_action(argv[optind++]);
+	if (o->req.action == PROTO_ACTION_POLICY || o->req.action == PROTO_ACTION_RELOAD) {
+		/* About the daemon: nothing to name or select, and no options that act. */
+		if (optind < argc || sel->fields || o->unit || o->slurm_arg)
+			usage_error("%s takes no PID or selector", proto_action_name(o->req.action));
+		if (o->req.flags || o->req.deadline_ms)
+			usage_error("%s takes neither --tree nor --deadline",
+				    proto_action_name(o->req.action));
+		if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE)
+			usage_error("%s prints lines or JSON", proto_action_name(o->req.action));
+		goto out_socket;
+	}
 	o->out.selecting = sel->fields != 0 || o->unit || o->slurm_arg;
 	if (optind >= argc && !o->out.selecting)
 		usage_error("missing PID or selector after '%s' (e.g. %s --all)",
@@ -486,6 +508,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("--format=prometheus reports states: use it with status");
 	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
 		o->out.format = OUTPUT_TABLE;
+out_socket:
 	if (strlen(o->socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
 		usage_error("socket path too long (at most %zu bytes): %s",
 			    sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1, o->socket_path);
@@ -635,6 +658,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 {
 	static uint8_t payload[PROTO_MAX_PAYLOAD];
 	static struct proto_result res;
+	static struct proto_rule rule;
 	static char text[PROTO_MAX_MESSAGE + 1];
 	struct output_counts *n = &o->out.counts;
 	struct proto_header h;
@@ -671,9 +695,32 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
 			break;
+		case PROTO_KIND_RULE:
+			if (o->req.action != PROTO_ACTION_POLICY ||
+			    proto_decode_rule(payload, h.length, &rule) < 0)
+				return fail(EXIT_FAILED, "the daemon sent a malformed rule");
+			(*nresults)++;
+			if (output_rule(&o->out, &rule) < 0)
+				return fail(EXIT_FAILED, "writing to standard output: %s",
+					    strerror(EIO));
+			break;
 		case PROTO_KIND_DONE:
 			if (proto_decode_done(payload, h.length, &count) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed end of reply");
+			if (o->req.action == PROTO_ACTION_RELOAD) {
+				/* DONE's count: the rules now in force. */
+				if (o->out.format == OUTPUT_JSON)
+					printf("{\"reloaded\": true, \"rules\": %" PRIu32 "}\n", count);
+				else
+					printf("policy reloaded: %" PRIu32 " rule%s\n", count,
+					       count == 1 ? "" : "s");
+				return EXIT_OK;
+			}
+			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
+				if (!count && o->out.format != OUTPUT_JSON)
+					puts("no policy rules");
+				return EXIT_OK;
+			}
 			if (count != *nresults)
 				return fail(EXIT_FAILED, "the daemon announced %" PRIu32
 					    " results but sent %u", count, *nresults);

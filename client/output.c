@@ -457,6 +457,36 @@ static void print_prometheus(FILE *f, const struct output_counts *c)
 		c->at_risk, c->covered, c->warned, c->failed);
 }
 
+int output_rule(struct output *o, const struct proto_rule *r)
+{
+	FILE *f = o->out;
+
+	if (o->format == OUTPUT_JSON) {
+		fputs("{\"rule\": \"", f);
+		output_json_string(f, r->name);
+		fprintf(f, "\", \"kind\": \"%s\", \"match\": \"",
+			r->flags & PROTO_RULE_EXCLUDE ? "exclude" : "guard");
+		output_json_string(f, r->match);
+		fprintf(f, "\", \"hits\": %u, \"last_pids\": [", r->hits);
+		for (unsigned i = 0; i < r->npids; i++)
+			fprintf(f, "%s%d", i ? ", " : "", r->pids[i]);
+		fputs("]}\n", f);
+	} else {
+		output_text(f, r->name);
+		fputs(r->flags & PROTO_RULE_EXCLUDE ? ": exclude " : ": guard ", f);
+		output_text(f, r->match);
+		if (!(r->flags & PROTO_RULE_EXCLUDE)) {
+			fprintf(f, ", %u hit%s", r->hits, r->hits == 1 ? "" : "s");
+			for (unsigned i = 0; i < r->npids; i++)
+				fprintf(f, "%s%d", i ? " " : " (last: ", r->pids[i]);
+			if (r->npids)
+				fputc(')', f);
+		}
+		fputc('\n', f);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
 int output_end(struct output *o)
 {
 	const struct output_counts *c = &o->counts;

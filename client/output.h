@@ -46,6 +46,13 @@ struct output {
  */
 int output_result(struct output *o, const struct proto_result *res);
 
+/*
+ * One rule of the daemon's policy (btguardctl policy): a line
+ * "NAME: guard MATCH, N hits (last: PID...)" or a JSON object with the
+ * keys rule, kind ("guard" or "exclude"), match, hits, last_pids.
+ */
+int output_rule(struct output *o, const struct proto_rule *r);
+
 /* After the last RESULT: the summary line, or the Prometheus counts. */
 int output_end(struct output *o);
 

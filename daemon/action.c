@@ -111,6 +111,7 @@ struct action_expansion {
 	struct proto_select sel;   /* the patterns rule points into */
 	struct select_rule rule;
 	unsigned need;             /* FACTS_* the rule reads */
+	struct action_matcher matcher;   /* a policy's candidates: instead of rule */
 	pid_t *all;
 	size_t nall, next_all;
 	/* A --tree relist: descend again from t[relist_next..relist_end). */
@@ -304,6 +305,10 @@ static bool selected(struct action_expansion *x, pid_t pid, int pidfd)
 		goto out;
 	if (f.state == 'Z' || f.state == 'X')
 		goto out;   /* nothing to guard; a pthread_exit()ed main thread reads 'Z' too */
+	if (x->matcher.match) {
+		match = x->matcher.match(x->matcher.ctx, &f.p);
+		goto out;
+	}
 	match = select_match(&x->rule, &f.p) &&
 		(!x->at_risk || select_risk(f.p.objects, f.p.nobjects, NULL, NULL) != SELECT_RISK_NONE);
 out:
@@ -406,6 +411,39 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 		r = pidns_scan_new(&x->view, &x->scan);
 		if (r < 0)
 			goto out_free;
+	}
+	*ret = x;
+	return 0;
+
+out_free:
+	action_expand_free(x);
+	return r;
+}
+
+int action_expand_candidates(const struct auth_caller *caller, const pid_t *pids, size_t n,
+			     const struct action_matcher *m, struct action_expansion **ret)
+{
+	struct action_expansion *x = calloc(1, sizeof(*x));
+	int r = -ENOMEM;
+
+	if (!x)
+		return -ENOMEM;
+	x->caller = *caller;
+	x->max = PROTO_MAX_SELECTED;
+	x->selecting = true;
+	x->matcher = *m;
+	x->need = m->need;
+	x->all = malloc((n ? n : 1) * sizeof(*x->all));
+	x->pids = malloc(sizeof(*x->pids));
+	if (!x->all || !x->pids)
+		goto out_free;
+	memcpy(x->all, pids, n * sizeof(*pids));
+	x->nall = n;
+	/* Our own numbers: the caller is the daemon, in its own namespace. */
+	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	if (!x->have_view || !x->view.same) {
+		r = -EINVAL;
+		goto out_free;
 	}
 	*ret = x;
 	return 0;

@@ -17,6 +17,7 @@
 
 #include "../proto/proto.h"
 #include "auth.h"
+#include "select.h"
 
 /*
  * A target as the request named it (the caller's PID number), pinned when
@@ -55,6 +56,23 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
  */
 #define ACTION_STEP_US 2000u
 int action_expand_step(struct action_expansion *x);
+
+/*
+ * A policy's request (watch.c): the caller is the daemon itself, and the
+ * candidates are the processes its sweep found matching (pids[0..n), the
+ * daemon's numbers).  Each is pinned, its facts (m->need) read again
+ * while pinned and m->match asked again, then authorized like any
+ * selected process: so a PID recycled since the sweep is never acted on,
+ * and nothing the sweep saw is trusted.  m->ctx must outlive the
+ * expansion's targets.
+ */
+struct action_matcher {
+	unsigned need;                                            /* FACTS_* match reads */
+	bool (*match)(const void *ctx, const struct select_proc *p);
+	const void *ctx;
+};
+int action_expand_candidates(const struct auth_caller *caller, const pid_t *pids, size_t n,
+			     const struct action_matcher *m, struct action_expansion **ret);
 
 /*
  * --tree, once targets t[from..n) have run: their children are listed again

@@ -22,6 +22,12 @@ struct auth_caller {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	/*
+	 * The policy rule that asked, when the caller is the daemon itself
+	 * (watch.c), else NULL.  Only logged: authorization never reads it.
+	 * It lives as long as the request (the request holds its policy).
+	 */
+	const char *rule;
 };
 
 struct auth_target {

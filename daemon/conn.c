@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "action.h"
+#include "watch.h"
 #include "conn.h"
 #include "log.h"
 #include "queue.h"
@@ -431,6 +432,50 @@ const struct queue_ops conn_queue_ops = {
 	.failed = conn_request_failed,
 };
 
+/*
+ * POLICY and RELOAD: about the daemon, answered at once, never queued.
+ * Root's only (PROTOCOL.md): the rules name users and their commands, and
+ * a reload changes what the daemon does to every process.
+ */
+static void take_daemon_request(struct conn_set *s, struct conn *c, unsigned action)
+{
+	char why[PROTO_MAX_MESSAGE + 1];
+	struct proto_rule rule;
+	uint32_t n = 0;
+	int r;
+
+	c->last_activity = now_ms();
+	if (c->caller.uid != 0) {
+		log_msg(LOG_NOTICE, "%s by uid=%u pid=%d refused: root only", proto_action_name(action),
+			(unsigned)c->caller.uid, (int)c->caller.pid);
+		conn_send_encoded(s, c, proto_encode_error(BTG_ERR_DENIED, "only root may see or reload "
+							   "the policy", s->msg, MSG_BUF_SIZE),
+				  "ERROR");
+		goto out;
+	}
+	if (action == PROTO_ACTION_RELOAD) {
+		log_msg(LOG_INFO, "reload asked by pid=%d", (int)c->caller.pid);
+		r = watch_reload(s->watch, why, sizeof(why));
+		if (r < 0)
+			conn_send_encoded(s, c, proto_encode_error(proto_error_from_negative(r), why,
+								   s->msg, MSG_BUF_SIZE), "ERROR");
+		else
+			conn_send_encoded(s, c, proto_encode_done((uint32_t)r, s->msg, MSG_BUF_SIZE),
+					  "DONE");
+		goto out;
+	}
+	while (c->fd >= 0 && watch_rule(s->watch, n, &rule) == 0) {
+		conn_send_encoded(s, c, proto_encode_rule(&rule, s->msg, MSG_BUF_SIZE), "RULE");
+		n++;
+	}
+	if (c->fd >= 0)
+		conn_send_encoded(s, c, proto_encode_done(n, s->msg, MSG_BUF_SIZE), "DONE");
+out:
+	s->requests_served++;
+	if (c->fd >= 0)
+		conn_update_events(s, c);
+}
+
 static void take_request(struct conn_set *s, struct conn *c)
 {
 	struct proto_verdict why;
@@ -441,6 +486,10 @@ static void take_request(struct conn_set *s, struct conn *c)
 		return;
 	}
 	input_reset(c);
+	if (s->req->action == PROTO_ACTION_POLICY || s->req->action == PROTO_ACTION_RELOAD) {
+		take_daemon_request(s, c, s->req->action);
+		return;
+	}
 	/* Pins its targets from now on; the rest of the work is done in turns. */
 	r = queue_submit(s->queue, &c->work, &c->caller, s->req);
 	if (r < 0) {

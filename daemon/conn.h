@@ -20,6 +20,8 @@
 #include "auth.h"
 #include "queue.h"
 
+struct watch;
+
 /*
  * Connection slots.  Any one non-root uid may hold SERVER_MAX_CONNS_PER_UID,
  * all non-root uids together all but SERVER_ROOT_RESERVE, so no user can
@@ -65,6 +67,7 @@ struct conn {
 struct conn_set {
 	int epfd;                     /* the loop's: connections register themselves */
 	struct queue *queue;
+	struct watch *watch;          /* server.c's, set after init: POLICY and RELOAD ask it */
 	struct conn *conns;
 	unsigned nconns;
 	struct conn *graveyard;       /* closed this turn, freed at its end */

@@ -171,7 +171,8 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 		const struct proto_result *res)
 {
 	char exe_s[PROTO_MAX_OBJECT * 2], detail[PROTO_MAX_MESSAGE * 2];
-	char line[LOG_LINE_MAX];
+	char line[LOG_LINE_MAX], by[160];
+	const char *rule = caller->rule ? caller->rule : "";
 	const char *action = proto_action_name(res->action);
 	const char *state = proto_proc_state_name(res->state);
 	const char *error = res->error ? proto_error_name(res->error) : "";
@@ -183,18 +184,23 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 		return;
 	escape_line(exe_s, sizeof(exe_s), exe && *exe ? exe : "?");
 	escape_line(detail, sizeof(detail), res->message);
+	/* Rule names are [A-Za-z0-9._-] (policy.c): nothing to escape. */
+	if (caller->rule)
+		snprintf(by, sizeof(by), "rule %s (uid=%u gid=%u pid=%d)", rule,
+			 (unsigned)caller->uid, (unsigned)caller->gid, (int)caller->pid);
+	else
+		snprintf(by, sizeof(by), "uid=%u gid=%u pid=%d", (unsigned)caller->uid,
+			 (unsigned)caller->gid, (int)caller->pid);
 
 	if (res->error == BTG_OK)
 		snprintf(line, sizeof(line),
-			 "%s pid=%d exe=%s by uid=%u gid=%u pid=%d: ok state=%s %s pause_us=%u%s%s",
-			 action, (int)target, exe_s, (unsigned)caller->uid, (unsigned)caller->gid,
-			 (int)caller->pid, state, wrote ? "wrote" : "unchanged", res->pause_us,
+			 "%s pid=%d exe=%s by %s: ok state=%s %s pause_us=%u%s%s",
+			 action, (int)target, exe_s, by, state, wrote ? "wrote" : "unchanged", res->pause_us,
 			 detail[0] ? ": " : "", detail);
 	else
 		snprintf(line, sizeof(line),
-			 "%s pid=%d exe=%s by uid=%u gid=%u pid=%d: error %s state=%s pause_us=%u%s%s",
-			 action, (int)target, exe_s, (unsigned)caller->uid, (unsigned)caller->gid,
-			 (int)caller->pid, error, state, res->pause_us,
+			 "%s pid=%d exe=%s by %s: error %s state=%s pause_us=%u%s%s",
+			 action, (int)target, exe_s, by, error, state, res->pause_us,
 			 detail[0] ? ": " : "", detail);
 	/* line is built from escaped parts and numbers: it holds no control character. */
 
@@ -216,6 +222,8 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 			"BTGUARD_STATE=%s", state,
 			"BTGUARD_PAUSE_US=%u", res->pause_us,
 			"BTGUARD_WROTE=%d", wrote ? 1 : 0,
+			/* Empty for a client's request, like BTGUARD_ERROR on success. */
+			"BTGUARD_RULE=%s", rule,
 			/* Last on purpose: without an ID, this NULL ends the list. */
 			message_id ? "MESSAGE_ID=%s" : NULL, message_id,
 			NULL);

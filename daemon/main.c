@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "pin.h"
+#include "policy.h"
 #include "server.h"
 
 #define DEFAULT_SOCKET PROTO_DEFAULT_SOCKET
@@ -45,6 +46,7 @@ struct options {
 	const char *socket_path;   /* NULL: not given */
 	unsigned    idle_exit_s;
 	bool        verbose;
+	const char *config;        /* --config; NULL: the default path, optional */
 };
 
 /* The socket we made ourselves, so we remove exactly that file on exit. */
@@ -62,7 +64,7 @@ static void print_help(FILE *f)
 "    btguardd - guard glibc backtrace() in running processes (the daemon)\n"
 "\n"
 "SYNOPSIS\n"
-"    btguardd [--socket PATH] [--idle-exit SECONDS] [--verbose]\n"
+"    btguardd [--socket PATH] [--idle-exit SECONDS] [--config PATH] [--verbose]\n"
 "    btguardd --help | --version\n"
 "\n"
 "DESCRIPTION\n"
@@ -88,6 +90,12 @@ static void print_help(FILE *f)
 "        Exit (status 0) after SECONDS with no client connected and no work\n"
 "        pending.  0, the default, means never.  Meant for socket activation,\n"
 "        where systemd starts the daemon again on the next connection.\n"
+"        Never while the policy has a guard rule: it is watching then.\n"
+"    -c, --config PATH\n"
+"        Read the auto-guard policy from PATH and PATH.d/*.conf instead of\n"
+"        " POLICY_DEFAULT_PATH " (and its .d).  The default file may be\n"
+"        missing (no policy); PATH must exist.  A file that is wrong stops\n"
+"        the start with FILE:LINE and status 1.  See btguardd.conf(5).\n"
 "    -v, --verbose\n"
 "        Also log debug messages (connections, protocol details).\n"
 "    -h, --help\n"
@@ -131,7 +139,8 @@ static void print_help(FILE *f)
 "        (nothing was done to it), replies are flushed for at most 2\n"
 "        seconds, and btguardd exits with status 0.\n"
 "    SIGHUP\n"
-"        Ignored (there is no configuration to reload).\n"
+"        Read the policy again (as btguardctl reload).  If it is wrong, the\n"
+"        error is logged with FILE:LINE and the policy in force stays.\n"
 "\n"
 "EXIT STATUS\n"
 "    0   orderly stop (signal or --idle-exit)\n"
@@ -178,6 +187,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 	static const struct option longopts[] = {
 		{ "socket",    required_argument, NULL, 's' },
 		{ "idle-exit", required_argument, NULL, 'i' },
+		{ "config",    required_argument, NULL, 'c' },
 		{ "verbose",   no_argument,       NULL, 'v' },
 		{ "help",      no_argument,       NULL, 'h' },
 		{ "version",   no_argument,       NULL, 'V' },
@@ -187,8 +197,13 @@ static void parse_options(int argc, char **argv, struct options *opt)
 
 	/* We print our own diagnostics, in the same form as the others. */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:i:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:i:c:vhV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'c':
+			if (!optarg[0])
+				usage_error("--config wants a path");
+			opt->config = optarg;
+			break;
 		case 's':
 			if (!optarg[0])
 				usage_error("--socket wants a path");
@@ -253,7 +268,7 @@ static int setup_signals(void)
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = PIN_MAX + PIN_FD_RESERVE;
+	rlim_t want = PIN_MAX + PIN_FD_RESERVE + PIN_SWEEP_FDS;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
@@ -445,7 +460,8 @@ int main(int argc, char **argv)
 	struct options opt = { 0 };
 	struct own_socket own = { .created = false };
 	struct server_config cfg = { .listen_fd = -1 };
-	const char *path, *allow;
+	const char *path, *allow, *policy_path;
+	struct policy_error perr;
 	int fd, r;
 
 	parse_options(argc, argv, &opt);
@@ -470,6 +486,22 @@ int main(int argc, char **argv)
 		log_msg(LOG_ERR, "cannot set up signals: %s", strerror(-r));
 		return EXIT_RUNTIME;
 	}
+
+	/* Before the socket: a wrong policy is an error at once, not later. */
+	policy_path = opt.config ? opt.config : POLICY_DEFAULT_PATH;
+	r = policy_load(policy_path, opt.config != NULL, &cfg.policy, &perr);
+	if (r < 0) {
+		char why[PATH_MAX + 300];
+
+		policy_error_format(&perr, why, sizeof(why));
+		log_msg(LOG_ERR, "%s", why);
+		return EXIT_RUNTIME;
+	}
+	if (cfg.policy->nrules)
+		log_msg(LOG_INFO, "policy from %s: %zu rule(s), %zu guard rule(s), sweep every %u ms",
+			policy_path, cfg.policy->nrules, cfg.policy->nguard, cfg.policy->interval_ms);
+	cfg.config_path = policy_path;
+	cfg.config_required = opt.config != NULL;
 
 	raise_fd_limit();
 	fd = activated_socket();

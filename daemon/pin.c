@@ -147,15 +147,28 @@ static int track_fd(int fd, pid_t pid)
 	return 0;
 }
 
+static rlim_t fd_limit(void)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+}
+
+unsigned pin_sweep_fds(void)
+{
+	rlim_t cur = fd_limit();
+
+	return cur == RLIM_INFINITY || cur >= PIN_SWEEP_FDS + 2 * PIN_FD_RESERVE ? PIN_SWEEP_FDS : 0;
+}
+
 /* From the descriptor limit as main() left it; looked up once, at the first pin. */
 static void size_budget(void)
 {
-	struct rlimit rl;
-	rlim_t cur = 1024;
+	rlim_t cur = fd_limit();
 
 	pins_sized = true;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
-		cur = rl.rlim_cur;
+	if (cur != RLIM_INFINITY)
+		cur -= pin_sweep_fds();
 	if (cur == RLIM_INFINITY || cur > PIN_MAX + PIN_FD_RESERVE)
 		pins_max = PIN_MAX;
 	else if (cur >= 2 * PIN_FD_RESERVE)

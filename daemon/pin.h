@@ -17,6 +17,8 @@
 #define PIN_MAX 65536u
 /* Descriptors kept for everything else: 1,024 clients and the work itself. */
 #define PIN_FD_RESERVE 2048u
+/* Descriptors the policy's sweep may keep open (watch.c: one per process it follows). */
+#define PIN_SWEEP_FDS 4096u
 
 enum pin_state {
 	PIN_ALIVE,     /* the pinned process runs: its PID names it */
@@ -38,6 +40,13 @@ void pin_close(int *fd);
 
 /* What became of the pinned process.  Never blocks. */
 enum pin_state pin_state(int fd);
+
+/*
+ * The sweep's share of the descriptor table: PIN_SWEEP_FDS when the limit
+ * leaves room for it beside the pins' reserve, else 0 (the sweep then
+ * opens and closes instead).  The pin budget is what is left after it.
+ */
+unsigned pin_sweep_fds(void);
 
 /* Pins held now, and the most there may be (for logs and tests). */
 unsigned pin_count(void);

@@ -65,6 +65,7 @@ struct procfs_stat {
 	pid_t    ppid;
 	unsigned flags;              /* task flags (field 9): PF_KTHREAD = 0x00200000 */
 	uint64_t starttime;          /* field 22, clock ticks after boot */
+	uint64_t vsize;              /* field 23, bytes mapped: changes when the mappings do */
 	char     comm[17];
 };
 
@@ -73,6 +74,12 @@ struct procfs_stat {
 /* Parses /proc/PID/stat; copes with ')' and spaces inside comm. */
 int procfs_parse_stat_buf(const char *buf, size_t len, struct procfs_stat *ret);
 int procfs_read_stat(pid_t pid, struct procfs_stat *ret);
+
+/*
+ * procfs_read_stat with one open, one read into a stack buffer and no
+ * allocation: the /proc sweep reads this for every process every interval.
+ */
+int procfs_sample_stat(pid_t pid, struct procfs_stat *ret);
 
 /* /proc/PID/task/TID/stat and status: one thread's own state. */
 int procfs_read_task_stat(pid_t pid, pid_t tid, struct procfs_stat *ret);

@@ -272,14 +272,14 @@ static void finish_request(struct queue *q, struct queue_entry *e)
 
 	unplace(q, e);
 	end_request(e);
-	q->ops->done(e, count);
+	e->ops->done(e, count);
 }
 
 static void fail_request(struct queue *q, struct queue_entry *e, int err)
 {
 	unplace(q, e);
 	end_request(e);
-	q->ops->failed(e, err);
+	e->ops->failed(e, err);
 }
 
 /*
@@ -310,7 +310,7 @@ static bool relist(struct queue_entry *e)
 /* A target is answered (e->res): tell the owner, then on to the next. */
 static void answered(struct queue *q, struct queue_entry *e)
 {
-	q->ops->result(e, e->res);
+	e->ops->result(e, e->res);
 	if (!e->busy)
 		return;  /* the owner went away meanwhile */
 	if (e->next == e->ntargets && !relist(e))
@@ -366,10 +366,10 @@ static void park(struct queue *q, struct queue_entry *e)
  * then it waits for its wake-up like a parked one.  False when the owner
  * went away meanwhile (e was cancelled).
  */
-static bool interim(struct queue *q, struct queue_entry *e)
+static bool interim(struct queue_entry *e)
 {
 	e->interims++;
-	q->ops->result(e, e->res);
+	e->ops->result(e, e->res);
 	return e->busy;
 }
 
@@ -383,7 +383,7 @@ static void start_target(struct queue *q, struct queue_entry *e)
 	r = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);
 	if (r == ACTION_AGAIN || r == ACTION_ARMED) {
 		activate(q, e, operates(e, t) ? t->ours : 0);
-		if (r == ACTION_ARMED && !interim(q, e))
+		if (r == ACTION_ARMED && !interim(e))
 			return;
 		park(q, e);
 		return;
@@ -395,7 +395,7 @@ static void next_attempt(struct queue *q, struct queue_entry *e)
 {
 	int r = action_step(e->job, &e->wake_ms);
 
-	if (r == ACTION_ARMED && !interim(q, e))
+	if (r == ACTION_ARMED && !interim(e))
 		return;
 	if (r == ACTION_AGAIN || r == ACTION_ARMED) {
 		park(q, e);
@@ -442,36 +442,57 @@ void queue_init(struct queue *q, const struct queue_ops *ops)
 	q->ops = ops;
 }
 
+/* Takes e's request, its targets being listed by x (taken over, freed on failure too). */
+static int submit(struct queue *q, struct queue_entry *e, const struct queue_ops *ops,
+		  const struct auth_caller *caller, unsigned action, uint8_t flags,
+		  uint32_t deadline_ms, struct action_expansion *x)
+{
+	if (e->busy) {
+		action_expand_free(x);
+		return -EBUSY;
+	}
+	e->res = malloc(sizeof(*e->res));
+	if (!e->res) {
+		action_expand_free(x);
+		return -ENOMEM;
+	}
+	e->expanding = x;
+	e->ops = ops;
+	e->caller = *caller;
+	e->busy = true;
+	e->action = action;
+	e->deadline_ms = deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
+	e->next = e->ntargets = 0;
+	e->interims = 0;
+	e->tree = (flags & PROTO_FLAG_TREE) && action != PROTO_ACTION_STATUS;
+	e->relists = 0;
+	e->relist_from = 0;
+	/* A first step at once: most requests are done with it. */
+	expand_step(q, e);
+	return 0;
+}
+
 int queue_submit(struct queue *q, struct queue_entry *e, const struct auth_caller *caller,
 		 const struct proto_request *req)
 {
+	struct action_expansion *x;
 	int r;
 
 	if (e->busy)
 		return -EBUSY;
-	e->res = malloc(sizeof(*e->res));
-	if (!e->res)
-		return -ENOMEM;
-	r = action_expand_new(caller, req, &e->expanding);
-	if (r < 0) {
-		free(e->res);
-		e->res = NULL;
+	r = action_expand_new(caller, req, &x);
+	if (r < 0)
 		return r;
-	}
-	e->caller = *caller;
-	e->busy = true;
-	e->action = req->action;
-	e->deadline_ms = req->deadline_ms ? req->deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
-	e->next = e->ntargets = 0;
-	e->interims = 0;
-	e->tree = (req->flags & PROTO_FLAG_TREE) && req->action != PROTO_ACTION_STATUS;
-	e->relists = 0;
-	e->relist_from = 0;
 	log_msg(LOG_DEBUG, "client pid=%d uid=%u: %s request, %u PID(s)", (int)caller->pid,
-		(unsigned)caller->uid, proto_action_name(e->action), req->npids);
-	/* A first step at once: most requests are done with it. */
-	expand_step(q, e);
-	return 0;
+		(unsigned)caller->uid, proto_action_name(req->action), req->npids);
+	return submit(q, e, q->ops, caller, req->action, req->flags, req->deadline_ms, x);
+}
+
+int queue_submit_targets(struct queue *q, struct queue_entry *e, const struct queue_ops *ops,
+			 const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+			 struct action_expansion *x)
+{
+	return submit(q, e, ops, caller, action, 0, deadline_ms, x);
 }
 
 void queue_hold_back(struct queue *q, struct queue_entry *e, bool held)
@@ -519,7 +540,7 @@ size_t queue_shutdown(struct queue *q, struct queue_entry *e)
 		action_cancel(e->job, -BTG_ERR_SHUTDOWN, QUEUE_SHUTDOWN_TEXT);
 		deactivate(q, e);
 		n++;
-		q->ops->result(e, e->res);
+		e->ops->result(e, e->res);
 	}
 	while (e->busy && e->next < e->ntargets) {
 		struct proto_result *res = e->res;
@@ -531,7 +552,7 @@ size_t queue_shutdown(struct queue *q, struct queue_entry *e)
 		res->state = PROTO_PROC_UNKNOWN;
 		snprintf(res->message, sizeof(res->message), "%s", QUEUE_SHUTDOWN_TEXT);
 		n++;
-		q->ops->result(e, res);
+		e->ops->result(e, res);
 	}
 	if (e->busy)
 		finish_request(q, e);

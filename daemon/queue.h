@@ -59,6 +59,7 @@ struct queue_list {
 
 /* Written by queue.c only. */
 struct queue_entry {
+	const struct queue_ops *ops;  /* its owner's: conn.c's, or watch.c's */
 	struct auth_caller caller;
 	bool busy;                  /* a request is being answered */
 	unsigned action;
@@ -91,7 +92,7 @@ struct queue_user {
 
 /* Written by queue.c only. */
 struct queue {
-	const struct queue_ops *ops;
+	const struct queue_ops *ops;  /* for queue_submit()'s entries: the connections' */
 	struct queue_user *users, *users_tail;  /* the round: the head goes next */
 	struct queue_user spare;    /* shared line for users when no memory is left */
 	struct queue_list parked, blocked;
@@ -109,6 +110,17 @@ void queue_init(struct queue *q, const struct queue_ops *ops);
  */
 int queue_submit(struct queue *q, struct queue_entry *e, const struct auth_caller *caller,
 		 const struct proto_request *req);
+
+/*
+ * Takes a request the daemon makes itself (watch.c's policy): its targets
+ * are being listed by x (action_expand_candidates), which the queue takes
+ * over, and freed on failure too.  Answers go to ops, not to the queue's
+ * (connections') ones; otherwise the entry is like any other: the same
+ * turns, the same one-operation-per-process rule, the same action path.
+ */
+int queue_submit_targets(struct queue *q, struct queue_entry *e, const struct queue_ops *ops,
+			 const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
+			 struct action_expansion *x);
 
 /* The owner cannot take replies for now (held) or can again. */
 void queue_hold_back(struct queue *q, struct queue_entry *e, bool held);

@@ -34,6 +34,7 @@
 #include "queue.h"
 #include "server.h"
 #include "timeutil.h"
+#include "watch.h"
 #include "watchdog.h"
 
 #define ACCEPT_PAUSE_MS     100u
@@ -62,6 +63,7 @@ struct server {
 	size_t orphans;               /* tracees still to be let go (ptrace_reap_orphans) */
 	struct queue queue;           /* queue.c's */
 	struct conn_set conns;        /* conn.c's */
+	struct watch *watch;          /* watch.c's: the policy and its sweep */
 };
 
 /* ------------------------------------------------------------ accept -- */
@@ -134,7 +136,10 @@ static void read_signals(struct server *srv)
 
 	while (read(srv->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			log_msg(LOG_INFO, "SIGHUP ignored: there is no configuration to reload");
+			char why[PROTO_MAX_MESSAGE + 1];
+
+			log_msg(LOG_INFO, "SIGHUP from pid %u: reading the policy again", si.ssi_pid);
+			watch_reload(srv->watch, why, sizeof(why));   /* logs either way */
 			continue;
 		}
 		if (!srv->stopping)
@@ -167,7 +172,8 @@ static void notify_status(struct server *srv, uint64_t now)
 
 static uint64_t idle_deadline(const struct server *srv)
 {
-	if (!srv->cfg->idle_exit_s || srv->conns.nconns)
+	/* A policy with rules is a promise to watch: no idle exit then. */
+	if (!srv->cfg->idle_exit_s || srv->conns.nconns || watch_active(srv->watch))
 		return UINT64_MAX;
 	return srv->conns.idle_since + (uint64_t)srv->cfg->idle_exit_s * 1000u;
 }
@@ -183,6 +189,9 @@ static int loop_timeout(const struct server *srv)
 	if (queue_ready(&srv->queue) || srv->stopping)
 		return 0;
 	wake = queue_next_wake(&srv->queue);
+	if (wake < deadline)
+		deadline = wake;
+	wake = watch_next_ms(srv->watch);
 	if (wake < deadline)
 		deadline = wake;
 	if (srv->conns.nconns && srv->next_sweep < deadline)
@@ -237,6 +246,7 @@ static int server_stop(struct server *srv)
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);
 	srv->listening = false;
+	watch_stop(srv->watch);
 	answered = conn_stop_all(&srv->conns);
 	if (answered)
 		log_msg(LOG_INFO, "answered %zu queued target(s) with \"shutdown\"", answered);
@@ -280,6 +290,11 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	r = conn_set_init(&srv->conns, srv->epfd, &srv->queue);
 	if (r < 0)
 		return r;
+	r = watch_new(&srv->queue, cfg->config_path, cfg->config_required, cfg->policy,
+		      &srv->watch);
+	if (r < 0)
+		return r;
+	srv->conns.watch = srv->watch;
 	/* main() blocked these; SIGCHLD belongs to the ptrace code's own signalfd. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -302,6 +317,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 
 static void server_fini(struct server *srv)
 {
+	watch_free(srv->watch);
 	conn_set_fini(&srv->conns);
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);
@@ -374,6 +390,8 @@ int server_run(const struct server_config *cfg)
 			srv.next_sweep = now + SWEEP_MS;
 			conn_bury(&srv.conns);
 		}
+		/* The policy's sweep: a bounded step when one is due. */
+		watch_step(srv.watch, now);
 		notify_status(&srv, now);
 		if (now >= idle_deadline(&srv)) {
 			log_msg(LOG_INFO, "no client for %u s: exiting", cfg->idle_exit_s);

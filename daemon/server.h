@@ -14,6 +14,10 @@ struct server_config {
 	int      listen_fd;        /* bound, listening, non-blocking */
 	unsigned idle_exit_s;      /* 0: never; else exit after this long with no client */
 	bool     notify;           /* send sd_notify READY/STATUS/STOPPING */
+	/* The auto-guard policy (watch.h): server_run takes policy over. */
+	struct policy *policy;     /* read at start-up, may have no rules */
+	const char *config_path;   /* read again on SIGHUP and RELOAD */
+	bool config_required;      /* --config: a missing file is an error */
 };
 
 /*

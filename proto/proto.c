@@ -187,10 +187,17 @@ static int start_message(struct writer *w, uint8_t *buf, size_t cap,
 
 /* ------------------------------------------------------------- checks -- */
 
+/* The actions a RESULT answers: those that act on processes. */
 static bool action_valid(unsigned a)
 {
 	return a == PROTO_ACTION_GUARD || a == PROTO_ACTION_UNGUARD || a == PROTO_ACTION_STATUS ||
 	       a == PROTO_ACTION_AT_EXEC;
+}
+
+/* POLICY and RELOAD are about the daemon itself: they name no process. */
+static bool daemon_action(unsigned a)
+{
+	return a == PROTO_ACTION_POLICY || a == PROTO_ACTION_RELOAD;
 }
 
 static bool site_state_valid(unsigned s)
@@ -205,7 +212,7 @@ static bool proc_state_valid(unsigned s)
 
 static bool kind_valid(unsigned k)
 {
-	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_ERROR;
+	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_RULE;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -226,9 +233,18 @@ static int refuse(struct proto_verdict *why, uint32_t code, const char *fmt, ...
 static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, uint32_t npids,
 			 uint8_t sel, struct proto_verdict *why)
 {
+	if (daemon_action(action)) {
+		/* Everything else must be 0: kept free for a later version. */
+		if (flags || deadline_ms || npids || sel)
+			return refuse(why, BTG_ERR_PROTO,
+				      "%s takes no flags, deadline, PIDs or selector",
+				      proto_action_name(action));
+		return 0;
+	}
 	if (!action_valid(action))
 		return refuse(why, BTG_ERR_PROTO,
-			      "unknown action %u (1 guard, 2 unguard, 3 status, 4 at-exec)", action);
+			      "unknown action %u (1 guard, 2 unguard, 3 status, 4 at-exec, 5 policy, "
+			      "6 reload)", action);
 	if (flags & ~PROTO_FLAGS_KNOWN)
 		return refuse(why, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
 	if (deadline_ms > PROTO_MAX_DEADLINE_MS)
@@ -403,6 +419,44 @@ int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t 
 	put_u32(&w, code);
 	put_u16(&w, (uint16_t)msglen);
 	put_bytes(&w, message, msglen);
+	return (int)w.off;
+}
+
+/* hits, flags, npids, namelen; then the name, matchlen, the match and the PIDs. */
+#define RULE_FIXED 8u
+
+static bool rule_name_valid(size_t n)
+{
+	return n >= 1 && n <= PROTO_MAX_RULE_NAME;
+}
+
+int proto_encode_rule(const struct proto_rule *rule, uint8_t *buf, size_t cap)
+{
+	size_t namelen = strnlen(rule->name, PROTO_MAX_RULE_NAME + 1);
+	size_t matchlen = wire_strlen(rule->match, PROTO_MAX_MESSAGE);
+	struct writer w;
+	int r;
+
+	/* A name is never cut: it is what the operator greps the journal for. */
+	if (!rule_name_valid(namelen) || rule->npids > PROTO_MAX_RULE_PIDS ||
+	    (rule->flags & ~PROTO_RULE_EXCLUDE))
+		return -EINVAL;
+	for (unsigned i = 0; i < rule->npids; i++)
+		if (rule->pids[i] <= 0)
+			return -EINVAL;
+	r = start_message(&w, buf, cap, PROTO_KIND_RULE,
+			  RULE_FIXED + namelen + 2 + matchlen + 4u * rule->npids);
+	if (r < 0)
+		return r;
+	put_u32(&w, rule->hits);
+	put_u8(&w, rule->flags);
+	put_u8(&w, rule->npids);
+	put_u16(&w, (uint16_t)namelen);
+	put_bytes(&w, rule->name, namelen);
+	put_u16(&w, (uint16_t)matchlen);
+	put_bytes(&w, rule->match, matchlen);
+	for (unsigned i = 0; i < rule->npids; i++)
+		put_u32(&w, (uint32_t)rule->pids[i]);
 	return (int)w.off;
 }
 
@@ -620,6 +674,36 @@ int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 	return 0;
 }
 
+int proto_decode_rule(const uint8_t *payload, size_t len, struct proto_rule *ret)
+{
+	struct reader r = { .buf = payload, .len = len };
+	struct proto_rule rule = { 0 };
+	uint16_t namelen;
+
+	if (!payload)
+		return -EBADMSG;
+	rule.hits = get_u32(&r);
+	rule.flags = get_u8(&r);
+	rule.npids = get_u8(&r);
+	namelen = get_u16(&r);
+	if (r.short_read || (rule.flags & ~PROTO_RULE_EXCLUDE) || rule.npids > PROTO_MAX_RULE_PIDS ||
+	    !rule_name_valid(namelen))
+		return -EBADMSG;
+	r.off -= 2;
+	if (get_string(&r, PROTO_MAX_RULE_NAME, rule.name, sizeof(rule.name)) < 0 ||
+	    get_string(&r, PROTO_MAX_MESSAGE, rule.match, sizeof(rule.match)) < 0)
+		return -EBADMSG;
+	for (unsigned i = 0; i < rule.npids; i++) {
+		rule.pids[i] = (int32_t)get_u32(&r);
+		if (rule.pids[i] <= 0)
+			return -EBADMSG;
+	}
+	if (!reader_done(&r))
+		return -EBADMSG;
+	*ret = rule;
+	return 0;
+}
+
 /* -------------------------------------------------------------- names -- */
 
 const char *proto_action_name(unsigned action)
@@ -629,6 +713,8 @@ const char *proto_action_name(unsigned action)
 	case PROTO_ACTION_UNGUARD: return "unguard";
 	case PROTO_ACTION_STATUS:  return "status";
 	case PROTO_ACTION_AT_EXEC: return "at-exec";
+	case PROTO_ACTION_POLICY:  return "policy";
+	case PROTO_ACTION_RELOAD:  return "reload";
 	}
 	return "unknown";
 }

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC        0x31475442u /* "BTG1" on the wire */
-#define PROTO_VERSION      2u   /* 2: selectors; uid, command, risk, warnings in RESULT */
+#define PROTO_VERSION      3u   /* 2: selectors, uid/command/risk in RESULT; 3: policy, reload, RULE */
 
 /* What the client and the daemon agree on beyond the wire format. */
 #ifndef BTGUARD_VERSION
@@ -43,6 +43,7 @@ enum proto_kind {
 	PROTO_KIND_RESULT  = 2,
 	PROTO_KIND_DONE    = 3,
 	PROTO_KIND_ERROR   = 4,
+	PROTO_KIND_RULE    = 5,   /* version 3: one policy rule, answering POLICY */
 };
 
 enum proto_action {
@@ -50,7 +51,14 @@ enum proto_action {
 	PROTO_ACTION_UNGUARD = 2,
 	PROTO_ACTION_STATUS  = 3,
 	PROTO_ACTION_AT_EXEC = 4,  /* guard a process from its next exec on (one PID) */
+	PROTO_ACTION_POLICY  = 5,   /* list the policy's rules: RULE..., DONE (root only) */
+	PROTO_ACTION_RELOAD  = 6,   /* read the policy again: DONE(rules) or ERROR (root only) */
 };
+
+/* Limits of a RULE message. */
+#define PROTO_MAX_RULE_NAME 64u    /* bytes of a rule's name */
+#define PROTO_MAX_RULE_PIDS 8u     /* the last processes a rule guarded */
+#define PROTO_RULE_EXCLUDE  0x01u  /* RULE flags: an exclusion, not a guard rule */
 
 /* Request flags. */
 #define PROTO_FLAG_TREE    0x01u    /* also act on every current descendant */
@@ -193,6 +201,16 @@ struct proto_result {
 	struct proto_site sites[PROTO_MAX_SITES];
 };
 
+/* One rule of the daemon's policy, as POLICY answers it. */
+struct proto_rule {
+	uint32_t hits;        /* guards it made that wrote, since the daemon started */
+	uint8_t  flags;       /* PROTO_RULE_* */
+	uint8_t  npids;       /* 0..PROTO_MAX_RULE_PIDS */
+	char     name[PROTO_MAX_RULE_NAME + 1];
+	char     match[PROTO_MAX_MESSAGE + 1];   /* what it matches, as the file says it */
+	int32_t  pids[PROTO_MAX_RULE_PIDS];      /* the last it guarded, the latest first */
+};
+
 /*
  * Encoders write one whole message (header included) into buf and return
  * its length, or -EMSGSIZE if cap is too small, -EINVAL for a value that
@@ -202,6 +220,7 @@ int proto_encode_request(const struct proto_request *req, uint8_t *buf, size_t c
 int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap);
 int proto_encode_done(uint32_t count, uint8_t *buf, size_t cap);
 int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t cap);
+int proto_encode_rule(const struct proto_rule *rule, uint8_t *buf, size_t cap);
 
 /*
  * Why a decoder refused a message, for the peer that sent it: the error
@@ -229,6 +248,7 @@ int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result 
 int proto_decode_done(const uint8_t *payload, size_t len, uint32_t *ret_count);
 int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 		       char *message, size_t message_cap);
+int proto_decode_rule(const uint8_t *payload, size_t len, struct proto_rule *ret);
 
 /* Names for humans and JSON; never NULL. */
 const char *proto_action_name(unsigned action);        /* "guard" */

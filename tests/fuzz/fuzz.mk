@@ -15,7 +15,7 @@
 # $(CC) and replay_main.c.  Both sets of objects live under $(BUILD)/fuzz/,
 # apart from the normal build, because their flags differ.
 
-FUZZ_NAMES   := proto maps elf server select
+FUZZ_NAMES   := proto maps elf server select policy
 FUZZ_DIR     := tests/fuzz
 FUZZ_OUT     := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
@@ -28,6 +28,10 @@ FUZZ_SRC_maps   := daemon/procfs.c
 FUZZ_SRC_elf    := daemon/elf.c
 FUZZ_SRC_server := daemon/conn.c daemon/queue.c proto/proto.c
 FUZZ_SRC_select := daemon/select.c
+# policy.c's matching reads select.c and facts_needed() from facts.c; inih is linked.
+FUZZ_SRC_policy := daemon/policy.c daemon/select.c daemon/facts.c daemon/procfs.c
+
+FUZZ_LIBS_policy := $(shell $(PKG_CONFIG) --libs inih 2>/dev/null)
 
 # Longest input libFuzzer may make; every corpus file stays under 64 KiB.
 FUZZ_MAXLEN_proto  := 20000
@@ -35,6 +39,7 @@ FUZZ_MAXLEN_maps   := 16384
 FUZZ_MAXLEN_elf    := 65535
 FUZZ_MAXLEN_server := 32768
 FUZZ_MAXLEN_select := 8192
+FUZZ_MAXLEN_policy := 16384
 
 # The project's flags, but built for finding bugs: _FORTIFY_SOURCE and ASan
 # disagree about some interceptors, and -O1 keeps reports readable.
@@ -74,19 +79,19 @@ define FUZZ_HARNESS
 $(FUZZ_OUT)/libfuzzer/fuzz_$(1): $(FUZZ_OUT)/obj/$(FUZZ_DIR)/fuzz_$(1).o \
 		$(patsubst %.c,$(FUZZ_OUT)/obj/%.o,$(FUZZ_SRC_$(1)))
 	@mkdir -p $$(dir $$@)
-	$(FUZZ_CLANG) -fsanitize=fuzzer,address,undefined -o $$@ $$^
+	$(FUZZ_CLANG) -fsanitize=fuzzer,address,undefined -o $$@ $$^ $(FUZZ_LIBS_$(1))
 
 $(FUZZ_OUT)/replay/fuzz_$(1): $(FUZZ_OUT)/replay-obj/$(FUZZ_DIR)/fuzz_$(1).o \
 		$(FUZZ_OUT)/replay-obj/$(FUZZ_DIR)/replay_main.o \
 		$(patsubst %.c,$(FUZZ_OUT)/replay-obj/%.o,$(FUZZ_SRC_$(1)))
 	@mkdir -p $$(dir $$@)
-	$(CC) $(FUZZ_SAN) -o $$@ $$^
+	$(CC) $(FUZZ_SAN) -o $$@ $$^ $(FUZZ_LIBS_$(1))
 
 $(FUZZ_OUT)/cov/fuzz_$(1): $(FUZZ_OUT)/cov-obj/$(FUZZ_DIR)/fuzz_$(1).o \
 		$(FUZZ_OUT)/cov-obj/$(FUZZ_DIR)/replay_main.o \
 		$(patsubst %.c,$(FUZZ_OUT)/cov-obj/%.o,$(FUZZ_SRC_$(1)))
 	@mkdir -p $$(dir $$@)
-	$(FUZZ_CLANG) $(FUZZ_COV_FLAGS) -o $$@ $$^
+	$(FUZZ_CLANG) $(FUZZ_COV_FLAGS) -o $$@ $$^ $(FUZZ_LIBS_$(1))
 endef
 $(foreach n,$(FUZZ_NAMES),$(eval $(call FUZZ_HARNESS,$(n))))
 

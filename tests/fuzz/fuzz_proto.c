@@ -9,7 +9,8 @@
  *
  * Input: one selector byte, then the bytes under test.
  *   selector % 5 == 0  a whole message: header, then the payload it
- *                      announces (what the daemon and the client read)
+ *                      announces (what the daemon and the client read);
+ *                      RULE payloads are reached only this way
  *   selector % 5 == 1  a REQUEST payload     2  a RESULT payload
  *                 3    a DONE payload        4  an ERROR payload
  * The header decoder also sees every body, whatever the selector.
@@ -44,9 +45,12 @@ static void fuzz_request(const uint8_t *p, size_t len)
 
 	if (proto_decode_request(p, len, &req_a, NULL) < 0)
 		return;
-	/* PIDs or a selector, exactly one of the two. */
+	/* PIDs or a selector, exactly one of the two; POLICY and RELOAD name neither. */
 	FUZZ_CHECK(req_a.npids <= PROTO_MAX_PIDS);
-	FUZZ_CHECK((req_a.npids >= 1) != (req_a.sel.fields != 0));
+	if (req_a.action == PROTO_ACTION_POLICY || req_a.action == PROTO_ACTION_RELOAD)
+		FUZZ_CHECK(req_a.npids == 0 && req_a.sel.fields == 0 && req_a.flags == 0);
+	else
+		FUZZ_CHECK((req_a.npids >= 1) != (req_a.sel.fields != 0));
 	n = proto_encode_request(&req_a, enc, sizeof(enc));
 	check_encoding(n, PROTO_KIND_REQUEST, p, len);
 	/* One byte short of room must be refused, not half-written. */
@@ -129,6 +133,24 @@ static void fuzz_error(const uint8_t *p, size_t len)
 	FUZZ_CHECK(proto_error_name(a) && proto_error_text(a));
 }
 
+static void fuzz_rule(const uint8_t *p, size_t len)
+{
+	static struct proto_rule a, b;
+	int n;
+
+	if (proto_decode_rule(p, len, &a) < 0)
+		return;
+	FUZZ_CHECK(a.name[0] && strlen(a.name) <= PROTO_MAX_RULE_NAME);
+	FUZZ_CHECK(a.npids <= PROTO_MAX_RULE_PIDS && strlen(a.match) <= PROTO_MAX_MESSAGE);
+	n = proto_encode_rule(&a, enc, sizeof(enc));
+	check_encoding(n, PROTO_KIND_RULE, p, len);
+	FUZZ_CHECK(proto_encode_rule(&a, enc, (size_t)n - 1) == -EMSGSIZE);
+	FUZZ_CHECK(proto_decode_rule(enc + PROTO_HEADER_SIZE, len, &b) == 0);
+	FUZZ_CHECK(a.hits == b.hits && a.flags == b.flags && a.npids == b.npids);
+	FUZZ_CHECK(!strcmp(a.name, b.name) && !strcmp(a.match, b.match));
+	FUZZ_CHECK(!memcmp(a.pids, b.pids, a.npids * sizeof(a.pids[0])));
+}
+
 /* As a reader of the socket would: the header, then the payload it announces. */
 static void fuzz_message(const uint8_t *p, size_t len)
 {
@@ -138,7 +160,7 @@ static void fuzz_message(const uint8_t *p, size_t len)
 	if (proto_decode_header(p, len, &h, NULL) < 0)
 		return;
 	FUZZ_CHECK(len >= PROTO_HEADER_SIZE && h.length <= PROTO_MAX_PAYLOAD);
-	FUZZ_CHECK(h.kind >= PROTO_KIND_REQUEST && h.kind <= PROTO_KIND_ERROR);
+	FUZZ_CHECK(h.kind >= PROTO_KIND_REQUEST && h.kind <= PROTO_KIND_RULE);
 	if (len - PROTO_HEADER_SIZE < h.length)
 		return;   /* the rest has not arrived */
 	/* Its own exact-size buffer, so a decoder reading on is caught. */
@@ -148,6 +170,7 @@ static void fuzz_message(const uint8_t *p, size_t len)
 	case PROTO_KIND_RESULT:  fuzz_result(payload, h.length); break;
 	case PROTO_KIND_DONE:    fuzz_done(payload, h.length); break;
 	case PROTO_KIND_ERROR:   fuzz_error(payload, h.length); break;
+	case PROTO_KIND_RULE:    fuzz_rule(payload, h.length); break;
 	}
 	free(payload);
 }

@@ -49,6 +49,7 @@
 #include "fuzz.h"
 #include "log.h"
 #include "queue.h"
+#include "watch.h"
 #include "timeutil.h"
 
 #define SPIN_LIMIT   1000u     /* turns with events but no visible progress */
@@ -312,6 +313,25 @@ void action_cancel(struct action_job *j, int err, const char *why)
 /* ------------------------------------------------------------- client -- */
 
 /* One whole message from the daemon: it must be well-formed and in order. */
+/* watch.c stubs: no policy here (conn.c answers POLICY and RELOAD from them). */
+int watch_reload(struct watch *w, char *why, size_t why_len)
+{
+	(void)w;
+	snprintf(why, why_len, "fuzz.conf:1: no policy in the harness");
+	return -EINVAL;
+}
+
+int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)
+{
+	(void)w;
+	if (i > 0)
+		return -ENOENT;
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->name, sizeof(ret->name), "fuzz");
+	snprintf(ret->match, sizeof(ret->match), "at-risk");
+	return 0;
+}
+
 static void client_message(struct harness *h, const struct proto_header *hdr,
 			   const uint8_t *payload)
 {

@@ -12,6 +12,7 @@ reads exactly what journald would be given - without a journald, and
 without touching the host's /run.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,9 +30,9 @@ import pytest
 from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, BTGUARDCTL,
                       BTGUARDD, PROC_GUARDED, PROC_NONE, PROC_UNGUARDED,
                       PROC_UNKNOWN, RESULT_WROTE, SANITIZER_MARKERS,
-                      START_TIMEOUT, STOP_TIMEOUT, Wire, kernel_thread_pid,
+                      START_TIMEOUT, STOP_TIMEOUT, VICTIMS, Wire, kernel_thread_pid,
                       unused_pid, user_prefix)
-from conftest import error_name
+from conftest import error_name, start
 
 RECORD = re.compile(
     r"^btguardd: (?P<level>\w+): (?P<action>guard|unguard|status) pid=(?P<pid>\d+) "
@@ -156,7 +158,7 @@ class JournalDaemon:
     """btguardd whose stderr is "the journal stream" and whose
     /run/systemd/journal/socket is ours (private mount namespace)."""
 
-    def __init__(self):
+    def __init__(self, args=()):
         self.dir = Path(tempfile.mkdtemp(prefix="btg-journal-"))
         os.chmod(self.dir, 0o755)
         (self.dir / "systemd" / "journal").mkdir(parents=True)
@@ -175,7 +177,7 @@ class JournalDaemon:
             self.proc = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                  'mount --bind "$1/systemd" /run/systemd && shift && exec "$@"', "sh",
-                 str(self.dir), str(BTGUARDD), "--socket", self.socket, "--verbose"],
+                 str(self.dir), str(BTGUARDD), "--socket", self.socket, "--verbose", *args],
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
         self.pid = self.proc.pid
         # journald reads all the time; so must we: a full datagram queue
@@ -248,17 +250,23 @@ class JournalDaemon:
         return rc, err
 
 
-@pytest.fixture
-def journal_daemon():
+@contextlib.contextmanager
+def journal_daemon_with(args=()):
     if shutil.which("unshare") is None:
         pytest.skip("unshare not available")
-    d = JournalDaemon()
+    d = JournalDaemon(args)
     try:
         yield d.wait_ready()
     finally:
         rc, err = d.close()
     assert not [m for m in SANITIZER_MARKERS if m in err], err[-4000:]
     assert rc == 0, f"btguardd exited {rc}: {err[-4000:]}"
+
+
+@pytest.fixture
+def journal_daemon():
+    with journal_daemon_with() as d:
+        yield d
 
 
 # The MESSAGE_IDs btguardd(8) documents, copied here on purpose: they are
@@ -317,3 +325,31 @@ def test_journal_records_carry_fields(journal_daemon, victim, test_user):
     assert "MESSAGE_ID" not in e, e
     # Nothing went to stderr instead: the journal is the one sink.
     assert "btguardd:" not in d.stderr(), d.stderr()[-2000:]
+
+
+def test_an_automatic_guard_is_one_record_naming_its_rule(victim, tmp_path):
+    """The policy's guard: one record, its requester the daemon itself
+    (uid 0), BTGUARD_RULE its rule; a client's records carry an empty one."""
+    token = "btgaud" + uuid.uuid4().hex[:12]
+    os.chmod(tmp_path, 0o755)
+    link = tmp_path / token
+    link.symlink_to(VICTIMS / "idle")
+    conf = tmp_path / "btguardd.conf"
+    conf.write_text(f"[watch]\ninterval = 200ms\n[rule audited]\naction = guard\n"
+                    f"cmdline = *{token}*\n")
+    with journal_daemon_with(("--config", str(conf))) as d:
+        v = start(victim, [link, 1], "idle")
+        [e] = d.collect(lambda e: e.get("BTGUARD_ACTION") == "guard" and
+                        e.get("BTGUARD_TARGET_PID") == str(v.pid), "the automatic guard")
+        assert e == {**e, "BTGUARD_RULE": "audited", "BTGUARD_REQUESTER_UID": "0",
+                     "BTGUARD_REQUESTER_PID": str(d.pid), "BTGUARD_RESULT": "ok",
+                     "BTGUARD_WROTE": "1", "MESSAGE_ID": MESSAGE_ID_GUARDED}, e
+        assert f" by rule audited (uid=0 gid=0 pid={d.pid}): ok " in e["MESSAGE"], e
+        with Wire(d.socket, timeout=60) as w:
+            [st] = w.request(ACTION_STATUS, [v.pid])
+        assert st.error == 0 and st.state == PROC_GUARDED, st
+        [e] = d.collect(lambda e: e.get("BTGUARD_ACTION") == "status", "the client's status")
+        assert e["BTGUARD_RULE"] == "", e
+        time.sleep(0.6)   # three more sweeps: nothing changed, nothing more logged
+        guards = [e for e in d.entries if e.get("BTGUARD_ACTION") == "guard"]
+        assert len(guards) == 1, guards

@@ -29,7 +29,7 @@ BTGUARDCTL = Path(os.environ.get("BTGUARD_BUILD", REPO / "build")) / "btguardctl
 
 RUN_TIMEOUT = 30.0          # no client run may take longer than this
 
-MAGIC, VERSION = 0x31475442, 2
+MAGIC, VERSION = 0x31475442, 3
 REQUEST, RESULT, DONE, ERROR = 1, 2, 3, 4
 GUARD, UNGUARD, STATUS = 1, 2, 3
 NONE, UNGUARDED, GUARDED, PARTIAL, FOREIGN, UNKNOWN = range(6)
@@ -755,3 +755,60 @@ def test_unit_without_cgroup_fails_before_sending(fake, tmp_path):
     assert d.requests == []
     p = run(["guard", "--unit", "a.service", "--cgroup", "/a"], sock=d.path)
     assert p.returncode == 2 and b"give one" in p.stderr
+
+
+# ------------------------------------------------------- policy, reload --
+
+RULE, POLICY, RELOAD = 5, 5, 6
+RULE_EXCLUDE = 0x01
+
+
+def rule(name, match, hits=0, pids=(), flags=0):
+    name, match = name.encode(), match.encode()
+    return message(RULE, struct.pack("<IBBH", hits, flags, len(pids), len(name)) + name +
+                   struct.pack("<H", len(match)) + match +
+                   struct.pack(f"<{len(pids)}i", *pids))
+
+
+def test_policy_lists_rules_as_lines_and_json(fake):
+    script = reply(rule("torch", "at-risk", hits=3, pids=(42, 7)),
+                   rule("sshd", "exe=sshd", flags=RULE_EXCLUDE), done(2))
+    d = fake(script)
+    p = run(["policy"], sock=d.path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode() == ("torch: guard at-risk, 3 hits (last: 42 7)\n"
+                                 "sshd: exclude exe=sshd\n")
+    req = d.requests[-1]
+    assert (req.action, req.flags, req.deadline_ms, req.pids, req.select) == \
+        (POLICY, 0, 0, [], 0)
+    d = fake(script, name="j.sock")
+    p = run(["--json", "policy"], sock=d.path)
+    assert json_lines(p) == [
+        {"rule": "torch", "kind": "guard", "match": "at-risk", "hits": 3, "last_pids": [42, 7]},
+        {"rule": "sshd", "kind": "exclude", "match": "exe=sshd", "hits": 0, "last_pids": []},
+    ]
+
+
+def test_reload_says_how_many_rules_or_the_daemons_error(fake):
+    d = fake(reply(done(4)))
+    p = run(["reload"], sock=d.path)
+    assert (p.returncode, p.stdout) == (0, b"policy reloaded: 4 rules\n"), p.stderr
+    assert d.requests[-1].action == RELOAD
+    d = fake(reply(error_msg(22, "/etc/btguard/btguardd.conf:7: unknown key \"x\"")),
+             name="e.sock")
+    p = run(["reload"], sock=d.path)
+    assert p.returncode == 1
+    assert "/etc/btguard/btguardd.conf:7: unknown key" in p.stderr.decode()
+
+
+def test_a_rule_answering_another_request_is_malformed(fake):
+    d = fake(reply(rule("torch", "at-risk"), done(1)))
+    p = run(["status", "1"], sock=d.path)
+    assert p.returncode == 1 and b"malformed rule" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["policy", "1"], ["reload", "--all"], ["--tree", "reload"],
+                                  ["--deadline", "5", "policy"], ["--format=table", "policy"]])
+def test_policy_and_reload_take_no_targets(args):
+    p = run(args, sock="/nonexistent/s")
+    assert p.returncode == 2, p.stderr

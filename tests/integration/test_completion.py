@@ -97,8 +97,11 @@ def sleeper(shared_dir):
 
 
 def test_verbs_first(complete):
-    assert complete("") == ["guard", "unguard", "status", "run"]
+    assert complete("") == ["guard", "unguard", "status", "run", "policy", "reload"]
     assert complete("run", "") == ["--"]
+    # policy and reload take no PID: nothing is offered after them.
+    assert complete("policy", "") == []
+    assert complete("rel") == ["reload"]
     assert complete("un") == ["unguard"]
     # Options and their values come before the command, and are skipped.
     assert complete("--json", "-s", "/tmp/x.sock", "--deadline=9", "st") == ["status"]

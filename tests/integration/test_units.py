@@ -8,9 +8,11 @@ template is installed the way `make install` does it (@SBINDIR@ replaced),
 pointing at the real daemon binary so verify can check ExecStart.
 """
 
+import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -57,6 +59,13 @@ def test_service_contract(units):
     assert not re.search(r"^ProcSubset=(?!all$)", service, re.M)
     # ptrace must survive the system call filter.
     assert re.search(r"^SystemCallFilter=.*@debug", service, re.M)
+    # Enabled at boot for the policy, it brings the socket it requires along;
+    # a reload is SIGHUP.
+    assert re.search(r"^WantedBy=multi-user.target$", service, re.M)
+    assert re.search(r"^Also=btguardd.socket$", service, re.M)
+    assert re.search(r"^Requires=btguardd.socket$", service, re.M)
+    assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", service, re.M)
+    assert re.search(r"^WantedBy=sockets.target$", socket, re.M)
 
 
 def test_service_exposure(units):
@@ -94,6 +103,36 @@ def test_unit_capabilities_suffice(victim, test_user):
             r = d.ctl("--deadline", 20000, action, v.pid, check=0)
             assert [(x["ok"], x["state"]) for x in r.results] == [(True, state)], r
             wait_threads_running(v.pid)
+        v.assert_alive()
+    finally:
+        rc, log = d.stop()
+        shutil.rmtree(d.dir, ignore_errors=True)
+        print(log[-4000:])
+    check_daemon_exit(rc, log)
+
+
+def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
+    """The policy's sweep, with only the unit's capabilities, reads another
+    user's process and guards it (its maps need CAP_SYS_PTRACE)."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv not installed")
+    v = victim.bt_loop(4, user=test_user)
+    conf = tmp_path / "btguardd.conf"
+    # The test's own copy of the victim, by its full path: nobody else's process.
+    exe = os.readlink(f"/proc/{v.pid}/exe")
+    conf.write_text(f"[watch]\ninterval = 200ms\n[rule one]\naction = guard\n"
+                    f"exe = {exe}\nuser = {test_user[0]}\n")
+    os.chmod(tmp_path, 0o755)
+    bounding = "-all," + ",".join("+" + c for c in unit_capabilities())
+    d = Daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--no-new-privs"],
+               args=("--config", str(conf)))
+    try:
+        d.wait_ready()
+        deadline = time.monotonic() + 10
+        while d.ctl("status", v.pid, check=0).results[0]["state"] != "guarded":
+            assert time.monotonic() < deadline, d.log()[-4000:]
+            time.sleep(0.05)
+        assert "by rule one" in d.log()
         v.assert_alive()
     finally:
         rc, log = d.stop()

@@ -124,4 +124,13 @@ MUTANTS = [
     ("the report ignores that the reached definition is guarded", "daemon/report.c",
      [("\tif (res->sites[bound].state == PROTO_SITE_GUARDED) {", "\tif (0) {")],
      ["test_select.py::test_at_risk_report_exit_status_and_prometheus"]),
+    # -- the auto-guard policy --
+    ("exclusions ignored", "daemon/policy.c",
+     [("\t\tif (r->exclude && rule_matches(r, proc, &risk))\n",
+       "\t\tif (r->exclude && rule_matches(r, proc, &risk) && 0)\n")],
+     ["test_policy.py::test_exclusions_hold"]),
+    ("a late load not noticed (a process asked about only when new)", "daemon/watch.c",
+     [("\tif (old && old->vsize == now.vsize && old->objects && !again) {",
+       "\tif (old && old->objects && !again) {")],
+     ["test_policy.py::test_forked_workers_that_load_a_second_backtrace_end_fully_guarded"]),
 ]

@@ -171,7 +171,7 @@ static void header_layout_is_little_endian(void **state)
 {
 	uint8_t buf[64];
 	static const uint8_t want[] = {
-		'B', 'T', 'G', '1',  2, 0,  3, 0,  4, 0, 0, 0,   /* header: DONE, 4 bytes */
+		'B', 'T', 'G', '1',  3, 0,  3, 0,  4, 0, 0, 0,   /* header: DONE, 4 bytes */
 		0x04, 0x03, 0x02, 0x01,                           /* count */
 	};
 	struct proto_header h;
@@ -206,13 +206,15 @@ static void header_rejections(void **state)
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 	memcpy(b, good, sizeof(b)); b[4] = 1;   /* the version before selectors */
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
-	memcpy(b, good, sizeof(b)); b[4] = 3;
+	memcpy(b, good, sizeof(b)); b[4] = 2;   /* the version before policy and RULE */
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
+	memcpy(b, good, sizeof(b)); b[4] = 4;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
 	memcpy(b, good, sizeof(b)); b[4] = 0;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
 	memcpy(b, good, sizeof(b)); b[6] = 0;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
-	memcpy(b, good, sizeof(b)); b[6] = 5;
+	memcpy(b, good, sizeof(b)); b[6] = 6;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 	memcpy(b, good, sizeof(b)); b[7] = 1;   /* kind 0x0103 */
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
@@ -236,7 +238,7 @@ static void request_layout_and_round_trip(void **state)
 	struct proto_header h;
 	uint8_t buf[64];
 	static const uint8_t want[] = {
-		'B', 'T', 'G', '1', 2, 0, 1, 0, 26, 0, 0, 0,
+		'B', 'T', 'G', '1', 3, 0, 1, 0, 26, 0, 0, 0,
 		3, 1, 0, 0,  0xe8, 0x03, 0, 0,  2, 0, 0, 0,
 		0xd2, 0x04, 0, 0,  0xff, 0xff, 0xff, 0x7f,
 		0, 0,  0, 0, 0, 0,                           /* no selector */
@@ -1103,9 +1105,81 @@ static void strerror_of_negative(void **state)
 	assert_string_equal(proto_strerror(0), "success");
 }
 
+/* --------------------------------------------------- policy, reload, RULE -- */
+
+static void policy_and_reload_name_nothing(void **state)
+{
+	struct proto_request *req = new_request(0), *out = new_request(0);
+	struct proto_verdict why;
+	uint8_t buf[64];
+	int n;
+	(void)state;
+
+	req->action = PROTO_ACTION_POLICY;
+	n = proto_encode_request(req, buf, sizeof(buf));
+	assert_int_equal(n, PROTO_HEADER_SIZE + 18);
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, NULL), 0);
+	assert_int_equal(out->action, PROTO_ACTION_POLICY);
+	buf[PROTO_HEADER_SIZE] = PROTO_ACTION_RELOAD;
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, NULL), 0);
+	buf[PROTO_HEADER_SIZE + 1] = PROTO_FLAG_TREE;   /* no flags for reload */
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, &why), -EBADMSG);
+	assert_int_equal(why.code, BTG_ERR_PROTO);
+	buf[PROTO_HEADER_SIZE + 1] = 0;
+	buf[PROTO_HEADER_SIZE] = 4;   /* reserved for at-exec */
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, NULL), -EBADMSG);
+	assert_string_equal(proto_action_name(PROTO_ACTION_RELOAD), "reload");
+	free(req);
+	free(out);
+}
+
+static void rule_round_trip_and_limits(void **state)
+{
+	struct proto_rule r = { .hits = 3, .npids = 2, .pids = { 42, 7 } }, out;
+	static const uint8_t want[] = {
+		'B', 'T', 'G', '1', 3, 0, 5, 0, 26, 0, 0, 0,
+		3, 0, 0, 0,  0, 2,  5, 0,  't', 'o', 'r', 'c', 'h',
+		3, 0, 'a', 'l', 'l',
+		42, 0, 0, 0,  7, 0, 0, 0,
+	};
+	uint8_t buf[128];
+	(void)state;
+
+	strcpy(r.name, "torch");
+	strcpy(r.match, "all");
+	assert_int_equal(proto_encode_rule(&r, buf, sizeof(buf)), sizeof(want));
+	assert_memory_equal(buf, want, sizeof(want));
+	assert_int_equal(proto_encode_rule(&r, buf, sizeof(want) - 1), -EMSGSIZE);
+	assert_int_equal(proto_decode_rule(buf + PROTO_HEADER_SIZE, sizeof(want) - PROTO_HEADER_SIZE,
+					   &out), 0);
+	assert_int_equal(out.hits, 3);
+	assert_int_equal(out.npids, 2);
+	assert_int_equal(out.pids[1], 7);
+	assert_string_equal(out.name, "torch");
+	assert_string_equal(out.match, "all");
+	/* Short, long, a PID of 0, an empty name, unknown flags: refused. */
+	assert_int_equal(proto_decode_rule(buf + PROTO_HEADER_SIZE, sizeof(want) - PROTO_HEADER_SIZE - 1,
+					   &out), -EBADMSG);
+	buf[sizeof(want) - 4] = 0;
+	buf[sizeof(want) - 4 + 0] = 0;
+	memset(buf + sizeof(want) - 4, 0, 4);
+	assert_int_equal(proto_decode_rule(buf + PROTO_HEADER_SIZE, sizeof(want) - PROTO_HEADER_SIZE,
+					   &out), -EBADMSG);
+	r.name[0] = '\0';
+	assert_int_equal(proto_encode_rule(&r, buf, sizeof(buf)), -EINVAL);
+	strcpy(r.name, "torch");
+	r.flags = 2;
+	assert_int_equal(proto_encode_rule(&r, buf, sizeof(buf)), -EINVAL);
+	r.flags = 0;
+	r.npids = PROTO_MAX_RULE_PIDS + 1;
+	assert_int_equal(proto_encode_rule(&r, buf, sizeof(buf)), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(policy_and_reload_name_nothing),
+		cmocka_unit_test(rule_round_trip_and_limits),
 		cmocka_unit_test(header_layout_is_little_endian),
 		cmocka_unit_test(header_rejections),
 		cmocka_unit_test(request_layout_and_round_trip),

@@ -42,9 +42,10 @@ def wait_listening(proc, socket_path, log, timeout=START_TIMEOUT):
 
 class Daemon:
     """btguardd on a private socket.  `prefix` wraps the command (it must
-    exec, so .pid stays the daemon's), e.g. setpriv to drop capabilities."""
+    exec, so .pid stays the daemon's), e.g. setpriv to drop capabilities;
+    `args` go after the daemon's own (e.g. --config PATH)."""
 
-    def __init__(self, prefix=(), binary=BTGUARDD, env=None):
+    def __init__(self, prefix=(), binary=BTGUARDD, env=None, args=()):
         for p in (binary, BTGUARDCTL):
             if not p.exists():
                 pytest.fail(f"{p} missing: run `make` (BTGUARD_BUILD={BUILD})")
@@ -55,7 +56,7 @@ class Daemon:
         self.log_path = self.dir / "btguardd.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [*prefix, str(binary), "--socket", self.socket, "--verbose"],
+            [*prefix, str(binary), "--socket", self.socket, "--verbose", *args],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})})
         self.pid = self.proc.pid

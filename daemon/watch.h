@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Auto-guard: the policy in force and the /proc sweep that applies it.
+ *
+ * Every interval (the policy's [watch] interval, 1 s by default) the
+ * sweep lists /proc and, for each process, reads its stat line: start
+ * time and vsize.  A process seen before with both unchanged costs that
+ * one read.  Otherwise (new, or its mappings changed: vsize moves with
+ * every mmap and munmap) its facts are read - the mapped objects among
+ * them - and only if the set of objects differs from last time (a hash
+ * of their paths) is the policy asked again.  So a process that maps
+ * torch and greenlet after it started, or a guarded one that loads a
+ * second backtrace() definition, is taken at the next sweep after the
+ * load, and a training job whose heap grows is not re-read every second.
+ *
+ * What matches goes to the queue as a request whose caller is the daemon
+ * itself (root, named by its rule): one request per rule per sweep,
+ * through action_expand_candidates(), which pins each process and asks
+ * the policy again from facts read while pinned.  Nothing here stops,
+ * reads or writes a target.
+ *
+ * watch.c owns the policy in force, the per-rule counts, the sweep's
+ * table and its requests; server.c drives it, conn.c asks it for POLICY
+ * and RELOAD.
+ */
+#ifndef BTGUARD_WATCH_H
+#define BTGUARD_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/proto.h"
+#include "policy.h"
+#include "queue.h"
+
+struct watch;
+
+/*
+ * Takes over p (may have no rules) read from path (reloads read it
+ * again; `required`: a missing file is an error then too).
+ */
+int watch_new(struct queue *q, const char *path, bool required, struct policy *p,
+	      struct watch **ret);
+void watch_free(struct watch *w);
+
+/* True while the policy has a guard rule: the daemon must not exit when idle. */
+bool watch_active(const struct watch *w);
+
+/*
+ * Reads the policy again.  On success it is in force from the next sweep
+ * (counts of rules with the same name are kept) and the number of rules
+ * is returned; otherwise -errno, the old policy stays, and why says
+ * "FILE:LINE: what" (logged here too).
+ */
+int watch_reload(struct watch *w, char *why, size_t why_len);
+
+/* Rule i of the policy in force, as POLICY answers it: 0, or -ENOENT past the last. */
+int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret);
+
+/* When the next sweep step is due (CLOCK_MONOTONIC ms); UINT64_MAX when none. */
+uint64_t watch_next_ms(const struct watch *w);
+
+/* Does about WATCH_STEP_US of a due sweep (the event loop's turn for it). */
+#define WATCH_STEP_US 2000u
+void watch_step(struct watch *w, uint64_t now_ms);
+
+/* At shutdown: answers the requests it has queued ("shutdown"). */
+void watch_stop(struct watch *w);
+
+#endif

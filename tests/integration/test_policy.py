@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: MIT
+"""Auto-guard: the daemon guards what its policy names, by itself.
+
+A real daemon runs with `--config` under a temporary directory and the
+sweep alone (no exec events).  Every rule is scoped to a token of the
+test's own (a command-line word, through a symlink named after it) so
+that the daemon never touches another test's processes on a shared
+machine.  Timing: "within one interval" is checked as one interval plus
+a slack for a loaded machine (SLACK), measured from before the process
+was started.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import BTGUARDD, VICTIMS, running_daemon, start, victim_path
+
+GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"
+INTERVAL = 0.5       # the policy's sweep, seconds
+SLACK = 0.75         # scheduling on two shared cores
+
+
+@pytest.fixture
+def token():
+    return "btgpol" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    return tmp_path
+
+
+@pytest.fixture
+def fake_torch(tmp):
+    """Paths that look like torch's c10 and greenlet's extension (empty libraries)."""
+    lib = tmp / "site-packages"
+    c10 = lib / "torch" / "lib" / "libc10.so"
+    greenlet = lib / "greenlet" / GREENLET_SO
+    for p in (c10, greenlet):
+        p.parent.mkdir(parents=True)
+        shutil.copy(VICTIMS / "libempty", p)
+    return c10, greenlet
+
+
+def linked(tmp, name, victim):
+    """A symlink named `name` to a victim: its argv[0], so its command line, carries name."""
+    link = tmp / name
+    link.symlink_to(victim_path(victim))
+    return link
+
+
+def write_policy(path, text):
+    path.write_text(f"[watch]\ninterval = {int(INTERVAL * 1000)}ms\n\n" + text)
+
+
+def policy_daemon(conf, **kw):
+    return running_daemon(args=("--config", str(conf)), **kw)
+
+
+# The sweep keeps /proc/PID/statm open per process while the descriptor
+# limit leaves room (pin_sweep_fds); with a low limit it reads stat each
+# time instead.  Both must notice the same things.
+SWEEP_MODES = {"statm-kept": (), "stat-each-time": ("prlimit", "--nofile=4096:4096")}
+
+
+@pytest.fixture(params=sorted(SWEEP_MODES))
+def sweep_prefix(request):
+    prefix = SWEEP_MODES[request.param]
+    if prefix and shutil.which(prefix[0]) is None:
+        pytest.skip(f"{prefix[0]} not installed")
+    return prefix
+
+
+def state_of(d, pid):
+    r = d.ctl("status", pid, check=None)
+    assert len(r.results) == 1, r
+    return r.results[0]
+
+
+def wait_state(d, pid, want, within):
+    """Polls status until pid reads `want`; returns the seconds it took, fails after `within`."""
+    t0 = time.monotonic()
+    while True:
+        res = state_of(d, pid)
+        if res["state"] == want:
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > within:
+            pytest.fail(f"PID {pid} still {res['state']} after {within:.2f} s, wanted {want}:\n"
+                        f"{d.log()[-3000:]}")
+        time.sleep(0.02)
+
+
+def rules(d):
+    return {r["rule"]: r for r in d.ctl("policy", check=0).results}
+
+
+# ------------------------------------------------------------------ rules --
+
+def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, fake_torch,
+                                                            sweep_prefix):
+    c10, greenlet = fake_torch
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule torch]\naction = guard\nat-risk = yes\ncmdline = *{token}*\n")
+    link = linked(tmp, token, "idle")
+    with policy_daemon(conf, prefix=sweep_prefix) as d:
+        time.sleep(INTERVAL)   # the first sweep (of everything) is behind us
+        t0 = time.monotonic()
+        risky = start(victim, [link, 1], "idle", env={"LD_PRELOAD": f"{c10}:{greenlet}"})
+        plain = start(victim, [link, 1], "idle")          # the token, but not at risk
+        wait_state(d, risky.pid, "guarded", INTERVAL + SLACK)
+        assert time.monotonic() - t0 <= INTERVAL + SLACK
+        time.sleep(INTERVAL * 2)
+        assert state_of(d, plain.pid)["state"] == "unguarded"
+        # One journal line for the automatic action, naming its rule.
+        lines = [ln for ln in d.log().splitlines()
+                 if f"guard pid={risky.pid} " in ln and "by rule torch" in ln]
+        assert len(lines) == 1, d.log()[-3000:]
+        r = rules(d)["torch"]
+        assert r["hits"] == 1 and r["last_pids"] == [risky.pid], r
+        assert r["kind"] == "guard" and r["match"] == f"at-risk cmdline=*{token}*", r
+
+
+def test_forked_workers_that_load_a_second_backtrace_end_fully_guarded(tmp, victim, token,
+                                                                      sweep_prefix):
+    pre = victim_path("libbtpre")
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule server]\naction = guard\ncmdline = *{token}*\n")
+    link = linked(tmp, token, "late_loader")
+    with policy_daemon(conf, prefix=sweep_prefix) as d:
+        server = start(victim, [link], "late_loader", stdin=True)
+        wait_state(d, server.pid, "guarded", INTERVAL + SLACK)
+        workers = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            server.proc.stdin.write(f"fork {pre}\n".encode())
+            server.proc.stdin.flush()
+            line = server.lines.next()
+            assert line.startswith("worker ") and line.endswith(" loaded"), line
+            pid = int(line.split()[1])
+            workers.append(pid)
+            # The worker inherited the guarded glibc, then loaded libbtpre's
+            # original backtrace(): partial until the sweep sees the new map.
+            wait_state(d, pid, "guarded", INTERVAL + SLACK)
+            assert time.monotonic() - t0 <= INTERVAL + SLACK
+        for pid in workers:
+            res = state_of(d, pid)
+            assert {s["object"].rsplit("/", 1)[-1]: s["state"] for s in res["sites"]} == \
+                {"libbtpre": "guarded", "libc.so.6": "guarded"}, res
+        # And the server itself loads it late: the same.
+        server.proc.stdin.write(f"{pre}\n".encode())
+        server.proc.stdin.flush()
+        assert server.lines.next() == "loaded"
+        wait_state(d, server.pid, "guarded", INTERVAL + SLACK)
+        server.proc.stdin.write(b"call\n")
+        server.proc.stdin.flush()
+        assert server.lines.next() == "frames 0"
+        assert rules(d)["server"]["hits"] >= 5
+
+
+def test_exclusions_hold(tmp, victim, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule all-of-token]\naction = guard\ncmdline = *{token}*\n\n"
+                       f"[exclude keep]\ncmdline = *{token}-keep*\n")
+    take = linked(tmp, token, "idle")
+    keep = linked(tmp, f"{token}-keep", "idle")
+    with policy_daemon(conf) as d:
+        a = start(victim, [take, 1], "idle")
+        b = start(victim, [keep, 1], "idle")
+        wait_state(d, a.pid, "guarded", INTERVAL + SLACK)
+        time.sleep(INTERVAL * 3)
+        assert state_of(d, b.pid)["state"] == "unguarded"
+        assert f"guard pid={b.pid} " not in d.log()
+        r = rules(d)
+        assert r["keep"]["kind"] == "exclude" and r["keep"]["hits"] == 0, r
+        assert r["all-of-token"]["last_pids"] == [a.pid], r
+
+
+def test_first_sweep_takes_processes_already_running(tmp, victim, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule early]\naction = guard\ncmdline = *{token}*\n")
+    v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+    with policy_daemon(conf) as d:
+        wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+
+
+# ----------------------------------------------------------------- reload --
+
+def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule old]\naction = guard\ncmdline = *{token}-old*\n")
+    with policy_daemon(conf) as d:
+        assert set(rules(d)) == {"old"}
+        # Line 7 of the file (after [watch], its interval and a blank line): an unknown key.
+        write_policy(conf, f"[rule new]\naction = guard\nexe = x\nfrobnicate = 1\n")
+        r = d.ctl("reload", json=False, check=1)
+        assert f"{conf}:7:" in r.stderr and "frobnicate" in r.stderr, r
+        assert set(rules(d)) == {"old"}
+        # SIGHUP says the same in the log and keeps it too.
+        os.kill(d.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while f"{conf}:7:" not in d.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"{conf}:7:" in d.log()
+        # The old policy is still in force: it guards a new process.
+        v = start(victim, [linked(tmp, f"{token}-old", "idle"), 1], "idle")
+        wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+        # A drop-in that is wrong is named too.
+        write_policy(conf, f"[rule old]\naction = guard\ncmdline = *{token}-old*\n")
+        dropins = Path(f"{conf}.d")
+        dropins.mkdir()
+        (dropins / "10-bad.conf").write_text("[rule old]\naction = guard\nexe = y\n")
+        r = d.ctl("reload", json=False, check=1)
+        assert f"{dropins}/10-bad.conf:2:" in r.stderr and "defined already" in r.stderr, r
+        # A good reload takes effect and keeps the counts of rules it keeps.
+        (dropins / "10-bad.conf").write_text(f"[rule more]\naction = guard\nexe = z{token}\n")
+        r = d.ctl("reload", check=0)
+        assert r.results == [{"reloaded": True, "rules": 2}], r
+        now = rules(d)
+        assert set(now) == {"old", "more"} and now["old"]["hits"] == 1, now
+
+
+def test_bad_file_at_start_is_an_error_with_file_and_line(tmp):
+    conf = tmp / "btguardd.conf"
+    conf.write_text("[rule a]\naction = guard\n")
+    p = subprocess.run([str(BTGUARDD), "--socket", str(tmp / "s"), "--config", str(conf)],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1, p
+    assert f"{conf}:1: rule a selects nothing" in p.stderr, p.stderr
+    p = subprocess.run([str(BTGUARDD), "--socket", str(tmp / "s"), "--config",
+                        str(tmp / "missing.conf")], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and "missing.conf: cannot open" in p.stderr, p.stderr
+
+
+# ------------------------------------------------------- daemon lifetime --
+
+def test_a_policy_with_rules_keeps_the_daemon_up(tmp, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule keep-up]\naction = guard\ncmdline = *{token}*\n")
+    with running_daemon(args=("--config", str(conf), "--idle-exit", "1")) as d:
+        time.sleep(2.5)
+        d.alive()
+    # Only exclusions (or nothing): nothing to watch, so --idle-exit applies.
+    write_policy(conf, f"[exclude only]\ncmdline = *{token}*\n")
+    with running_daemon(args=("--config", str(conf), "--idle-exit", "1")) as d:
+        d.proc.wait(timeout=10)
+        assert "no client for 1 s: exiting" in d.log()
+
+
+def test_policy_and_reload_are_root_only(tmp, token, test_user):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule secret]\naction = guard\ncmdline = *{token}*\n")
+    with policy_daemon(conf) as d:
+        for cmd in ("policy", "reload"):
+            r = d.ctl(cmd, json=False, user=test_user, check=1)
+            assert "denied" in r.stderr, r
+        r = d.ctl("policy", json=False, check=0)
+        assert r.stdout.startswith(f"secret: guard cmdline=*{token}*, 0 hits"), r
+
+
+def test_policy_and_reload_take_no_targets(tmp):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, "")
+    with policy_daemon(conf) as d:
+        for args in (("policy", "1"), ("reload", "--all"), ("--tree", "policy")):
+            r = d.ctl(*args, json=False, check=2)
+            assert "takes" in r.stderr, r
+        assert d.ctl("policy", json=False, check=0).stdout == "no policy rules\n"

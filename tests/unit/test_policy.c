@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests for the policy file (policy.c): a good file compiles to the
+ * selector rules select.c matches, every kind of mistake is refused with
+ * the file and line it is on, exclusions win over rules, and the first
+ * matching rule takes a process.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "policy.h"
+
+static int users(const char *name, uid_t *ret)
+{
+	if (strcmp(name, "alice"))
+		return -ENOENT;
+	*ret = 1000;
+	return 0;
+}
+
+static struct policy *parse_ok(const char *text)
+{
+	struct policy *p = policy_new();
+	struct policy_error err;
+	int r = policy_parse_buf(p, "t.conf", text, strlen(text), users, &err);
+
+	if (r < 0)
+		fail_msg("%s:%u: %s", err.file, err.line, err.text);
+	return p;
+}
+
+/* The line and a word of the message of the first error in text. */
+static void parse_bad(const char *text, unsigned line, const char *word)
+{
+	struct policy *p = policy_new();
+	struct policy_error err;
+
+	assert_int_equal(policy_parse_buf(p, "bad.conf", text, strlen(text), users, &err), -EINVAL);
+	assert_string_equal(err.file, "bad.conf");
+	if (err.line != line || !strstr(err.text, word))
+		fail_msg("wanted line %u with \"%s\", got %u: %s", line, word, err.line, err.text);
+	policy_unref(p);
+}
+
+static const char *torch_objects[] = {
+	"/usr/lib/x86_64-linux-gnu/libc.so.6",
+	"/usr/lib/python3/dist-packages/torch/lib/libc10.so",
+	"/usr/lib/python3/dist-packages/greenlet/_greenlet.cpython-311-x86_64-linux-gnu.so",
+};
+
+static void good_file_compiles(void **state)
+{
+	(void)state;
+	struct policy *p = parse_ok(
+		"# comment\n"
+		"[watch]\n"
+		"interval = 250ms\n"
+		"\n"
+		"[rule torch]\n"
+		"action = guard\n"
+		"at-risk = yes\n"
+		"user = alice\n"
+		"[rule svc]\n"
+		"action = guard\n"
+		"unit = train.service\n"
+		"exe = python3*\n"
+		"[exclude sshd]\n"
+		"exe = sshd\n");
+
+	assert_int_equal(p->interval_ms, 250);
+	assert_int_equal(p->nrules, 3);
+	assert_int_equal(p->nguard, 2);
+	assert_string_equal(p->rules[0].name, "torch");
+	assert_true(p->rules[0].at_risk);
+	assert_true(p->rules[0].sel.all);
+	assert_true(p->rules[0].sel.have_uid);
+	assert_int_equal(p->rules[0].sel.uid, 1000);
+	assert_int_equal(p->rules[0].line, 5);
+	assert_string_equal(p->rules[1].sel.cgroup, "/system.slice/train.service");
+	assert_string_equal(p->rules[1].sel.exe, "python3*");
+	assert_true(p->rules[2].exclude);
+	policy_unref(p);
+
+	p = parse_ok("");
+	assert_int_equal(p->nrules, 0);
+	assert_int_equal(p->interval_ms, POLICY_DEFAULT_INTERVAL_MS);
+	policy_unref(p);
+}
+
+static void mistakes_name_their_line(void **state)
+{
+	(void)state;
+	parse_bad("[rule a]\naction = guard\nexe = x\nexe = y\n", 4, "twice");
+	parse_bad("[rule a]\naction = protect\nexe = x\n", 2, "unknown action");
+	parse_bad("\n[rule a]\nexe = x\n", 2, "no action");
+	parse_bad("[rule a]\naction = guard\n", 1, "selects nothing");
+	parse_bad("[rule a]\naction = guard\nat-risk = no\n", 1, "selects nothing");
+	parse_bad("[rule a]\naction = guard\nuser = bob\n", 3, "no such user");
+	parse_bad("[rule a]\naction = guard\nfrobnicate = 1\n", 3, "unknown key");
+	parse_bad("[rules a]\naction = guard\n", 1, "unknown section");
+	parse_bad("[rule a b]\naction = guard\n", 1, "bad name");
+	parse_bad("exe = x\n", 1, "outside");
+	/* inih would cut this name to 49 bytes and take it for another. */
+	parse_bad("[watch]\n[rule abcdefghijabcdefghijabcdefghijabcdefghijabcdefghij]\n", 2,
+		  "section header longer");
+	parse_bad("[rule abcdefghijabcdefghijabcdefghijabcdefghijk]\naction = guard\nexe = x\n", 1,
+		  "bad name");   /* 41 bytes: fits inih, not a name */
+	parse_bad("[watch]\ninterval = 10ms\n", 2, "interval");
+	parse_bad("[watch]\ninterval = soon\n", 2, "interval");
+	parse_bad("[rule a]\naction = guard\ncgroup = system.slice\n", 3, "cgroup");
+	parse_bad("[rule a]\naction = guard\nunit = a/b\n", 3, "unit");
+	parse_bad("[rule a]\naction = guard\nunit = u.service\ncgroup = /x\n", 4, "both");
+	parse_bad("[exclude a]\naction = guard\nexe = x\n", 2, "no action");
+	/* A header repeated at once continues its section (inih): the key is twice. */
+	parse_bad("[rule a]\naction = guard\nexe = x\n[rule a]\naction = guard\n", 5, "twice");
+	parse_bad("[rule a]\naction = guard\nexe = x\n[rule b]\naction = guard\nexe = z\n"
+		  "[rule a]\nexe = w\n", 8, "defined already");
+	parse_bad("[rule a]\nnot ini at all\n", 2, "not INI");
+	parse_bad("[rule a\n", 1, "not INI");
+	{
+		static const char nul[] = "[rule a]\nexe = \0x\n";
+		struct policy *p = policy_new();
+		struct policy_error err;
+
+		assert_int_equal(policy_parse_buf(p, "n.conf", nul, sizeof(nul) - 1, users, &err),
+				 -EINVAL);
+		assert_int_equal(err.line, 2);
+		assert_non_null(strstr(err.text, "NUL"));
+		policy_unref(p);
+	}
+	{
+		char text[400];
+
+		memset(text, 'x', sizeof(text));
+		memcpy(text, "[rule a]\nexe = ", 15);
+		text[sizeof(text) - 1] = '\0';
+		parse_bad(text, 2, "longer");
+	}
+	{
+		/* inih reads 199 bytes a line, its newline included: 198 fit, 199 do not. */
+		char text[256];
+		struct policy *p;
+
+		memset(text, 'x', sizeof(text));
+		memcpy(text, "[rule a]\naction = guard\nexe = ", 30);
+		strcpy(text + 30 + (198 - 6), "\n");
+		p = parse_ok(text);
+		assert_int_equal(strlen(p->rules[0].exe), 198 - 6);
+		policy_unref(p);
+		text[30 + (198 - 6)] = 'x';
+		strcpy(text + 30 + (199 - 6), "\n");
+		parse_bad(text, 3, "longer");
+	}
+	/* After a byte order mark, and after \v (inih's isspace()), a header is still one. */
+	parse_bad("\xef\xbb\xbf[rule abcdefghijabcdefghijabcdefghijabcdefghijabcdefghij]\n", 1,
+		  "section header longer");
+	{
+		struct policy *p = parse_ok("\v[rule a]\naction = guard\nexe = x\n");
+
+		assert_int_equal(p->rules[0].line, 1);
+		policy_unref(p);
+		p = parse_ok("\xef\xbb\xbf[rule a]\naction = guard\nexe = x\n");
+		assert_int_equal(p->rules[0].line, 1);
+		policy_unref(p);
+	}
+}
+
+static void drop_ins_add_rules(void **state)
+{
+	(void)state;
+	struct policy *p = policy_new();
+	struct policy_error err;
+	const char *a = "[rule a]\naction = guard\nexe = x\n";
+	const char *b = "[watch]\ninterval = 2\n[rule a]\naction = guard\nexe = y\n";
+
+	assert_int_equal(policy_parse_buf(p, "main.conf", a, strlen(a), users, &err), 0);
+	assert_int_equal(policy_parse_buf(p, "d/10.conf", b, strlen(b), users, &err), -EINVAL);
+	assert_string_equal(err.file, "d/10.conf");
+	assert_int_equal(err.line, 4);   /* the first key of the second [rule a] */
+	assert_non_null(strstr(err.text, "main.conf:1"));
+	policy_unref(p);
+}
+
+static void exclusions_win_and_first_rule_takes(void **state)
+{
+	(void)state;
+	struct policy *p = parse_ok(
+		"[rule risky]\naction = guard\nat-risk = yes\n"
+		"[rule py]\naction = guard\nexe = python3*\n"
+		"[exclude alice]\nuser = alice\n");
+	struct select_proc proc = {
+		.pid = 42, .uid = 0, .exe = "/usr/bin/python3.11", .cmdline = "python3 x.py",
+		.objects = torch_objects, .nobjects = 3,
+	};
+	char text[256];
+
+	assert_ptr_equal(policy_match(p, &proc), &p->rules[0]);
+	proc.nobjects = 1;   /* no torch: not at risk, python3 still */
+	assert_ptr_equal(policy_match(p, &proc), &p->rules[1]);
+	proc.exe = "/usr/bin/perl";
+	assert_null(policy_match(p, &proc));
+	proc.exe = "/usr/bin/python3.11";
+	proc.uid = 1000;     /* excluded */
+	assert_null(policy_match(p, &proc));
+	policy_describe(&p->rules[0], text, sizeof(text));
+	assert_string_equal(text, "at-risk");
+	policy_describe(&p->rules[1], text, sizeof(text));
+	assert_string_equal(text, "exe=python3*");
+	policy_unref(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(good_file_compiles),
+		cmocka_unit_test(mistakes_name_their_line),
+		cmocka_unit_test(drop_ins_add_rules),
+		cmocka_unit_test(exclusions_win_and_first_rule_takes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
