@@ -129,6 +129,34 @@ def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, 
         assert r["kind"] == "guard" and r["match"] == f"at-risk cmdline=*{token}*", r
 
 
+def test_real_torch_greenlet_workload_is_guarded_before_its_first_error(tmp, token):
+    """python3 + Debian's torch + greenlet, started after the daemon: the
+    at-risk rule guards it while it waits at its pause file, before it
+    raises its first torch error inside a greenlet; released, it survives
+    (unguarded, the same run dies of SIGSEGV: test_crash.py)."""
+    workload = Path(__file__).resolve().parents[1] / "workloads" / "torch_greenlet.py"
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule torch]\naction = guard\nat-risk = yes\ncmdline = *{token}*\n")
+    pause = tmp / f"go-{token}"   # the token rides in the command line
+    with policy_daemon(conf) as d:
+        proc = subprocess.Popen(["/usr/bin/python3", str(workload), "--pause-file", str(pause)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline()   # "paused": torch and greenlet are loaded
+            assert line == "paused\n", (line, proc.poll())
+            wait_state(d, proc.pid, "guarded", INTERVAL + SLACK)
+            assert state_of(d, proc.pid)["risk"] == "covered"
+            pause.touch()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, (proc.returncode, out, err)
+        assert out.splitlines()[-1] == "errors 40 ok", out
+        assert rules(d)["torch"]["last_pids"] == [proc.pid]
+
+
 def test_forked_workers_that_load_a_second_backtrace_end_fully_guarded(tmp, victim, token,
                                                                       sweep_prefix):
     pre = victim_path("libbtpre")
