@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -228,7 +227,7 @@ def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, to
     with policy_daemon(conf) as d:
         assert set(rules(d)) == {"old"}
         # Line 7 of the file (after [watch], its interval and a blank line): an unknown key.
-        write_policy(conf, f"[rule new]\naction = guard\nexe = x\nfrobnicate = 1\n")
+        write_policy(conf, "[rule new]\naction = guard\nexe = x\nfrobnicate = 1\n")
         r = d.ctl("reload", json=False, check=1)
         assert f"{conf}:7:" in r.stderr and "frobnicate" in r.stderr, r
         assert set(rules(d)) == {"old"}
