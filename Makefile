@@ -240,7 +240,8 @@ install: all man
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
 	sed 's|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.socket > $(DESTDIR)$(UNITDIR)/btguardd.socket
-	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.service.in \
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|@BINDIR@|$(PREFIX)/bin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' \
+	    systemd/btguardd.service.in \
 	    > $(DESTDIR)$(UNITDIR)/btguardd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
 	# The shipped policy is all comments.  An existing one is the admin's: kept.

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import (BTGUARDD, REPO, Daemon, check_daemon_exit,
+from conftest import (BTGUARDD, BUILD, REPO, Daemon, check_daemon_exit,
                       wait_threads_running)
 
 SYSTEMD_DIR = REPO / "systemd"
@@ -34,7 +34,8 @@ def units(tmp_path):
     shutil.copy(SYSTEMD_DIR / "btguardd.socket", tmp_path / "btguardd.socket")
     text = (SYSTEMD_DIR / "btguardd.service.in").read_text()
     assert "@SBINDIR@" in text
-    (tmp_path / "btguardd.service").write_text(text.replace("@SBINDIR@", str(sbin)))
+    (tmp_path / "btguardd.service").write_text(
+        text.replace("@SBINDIR@", str(sbin)).replace("@BINDIR@", str(BUILD)))
     return tmp_path
 
 
@@ -64,7 +65,7 @@ def test_service_contract(units):
     assert re.search(r"^WantedBy=multi-user.target$", service, re.M)
     assert re.search(r"^Also=btguardd.socket$", service, re.M)
     assert re.search(r"^Requires=btguardd.socket$", service, re.M)
-    assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", service, re.M)
+    assert re.search(r"^ExecReload=\S+/btguardctl reload$", service, re.M)
     assert re.search(r"^WantedBy=sockets.target$", socket, re.M)
 
 
