@@ -13,6 +13,7 @@ here, so a test module may `from conftest import ...` any of them.
 
 import os
 import pwd
+import shutil
 import subprocess
 
 import pytest
@@ -51,6 +52,20 @@ def throttled_cgroup():
             except OSError:
                 pass
         os.rmdir(path)
+
+
+@pytest.fixture
+def fake_torch(tmp_path):
+    """Paths that look like torch's c10 and greenlet's extension, copies of
+    an empty library: preloaded, they make a small victim at risk."""
+    lib = tmp_path / "site-packages"
+    c10 = lib / "torch" / "lib" / "libc10.so"
+    greenlet = lib / "greenlet" / GREENLET_SO
+    for p in (c10, greenlet):
+        p.parent.mkdir(parents=True)
+        shutil.copy(VICTIMS / "libempty", p)
+    os.chmod(tmp_path, 0o755)
+    return c10, greenlet
 
 
 @pytest.fixture

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BTGUARDD, VICTIMS, running_daemon, start, victim_path
+from conftest import BTGUARDD, running_daemon, start, victim_path
 
-GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"
 INTERVAL = 0.5       # the policy's sweep, seconds
 SLACK = 0.75         # scheduling on two shared cores
 
@@ -36,18 +35,6 @@ def token():
 def tmp(tmp_path):
     os.chmod(tmp_path, 0o755)
     return tmp_path
-
-
-@pytest.fixture
-def fake_torch(tmp):
-    """Paths that look like torch's c10 and greenlet's extension (empty libraries)."""
-    lib = tmp / "site-packages"
-    c10 = lib / "torch" / "lib" / "libc10.so"
-    greenlet = lib / "greenlet" / GREENLET_SO
-    for p in (c10, greenlet):
-        p.parent.mkdir(parents=True)
-        shutil.copy(VICTIMS / "libempty", p)
-    return c10, greenlet
 
 
 def linked(tmp, name, victim):

@@ -12,7 +12,6 @@ a second backtrace(), the environment warnings, the exit status for
 monitoring, and the Prometheus text.
 """
 
-import os
 import re
 import shutil
 import subprocess
@@ -22,11 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VICTIMS
+from conftest import GREENLET_SO
 from conftest import start, victim_path
 
 CGROUP_ROOTS = [Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/cpu")]
-GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"
 
 
 def pids_of(r):
@@ -55,19 +53,6 @@ def summary(stdout):
 def token():
     """A word no other process on the machine has in its command line."""
     return "btgsel" + uuid.uuid4().hex[:12]
-
-
-@pytest.fixture
-def fake_torch(tmp_path):
-    """Paths that look like torch's c10 and greenlet's extension (empty libraries)."""
-    lib = tmp_path / "site-packages"
-    c10 = lib / "torch" / "lib" / "libc10.so"
-    greenlet = lib / "greenlet" / GREENLET_SO
-    for p in (c10, greenlet):
-        p.parent.mkdir(parents=True)
-        shutil.copy(VICTIMS / "libempty", p)
-    os.chmod(tmp_path, 0o755)
-    return c10, greenlet
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ from .paths import REPORT_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, VICTIMS
 from .procfs import proc_state, process_alive, task_states, wait_for
 
 
+# greenlet's extension as Debian's python3-greenlet names it.
+GREENLET_SO = "_greenlet.cpython-311-x86_64-linux-gnu.so"
+
 Report = collections.namedtuple("Report", "seq threads")
 
 
