@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-import conftest as btg  # noqa: E402  (the integration tests' helpers)
+# The integration tests' helpers, under one name (this directory has a
+# conftest.py of its own, so theirs cannot be imported by that name).
+from btg import daemon as _daemon, paths as _paths, procfs as _procfs, victims as _victims  # noqa: E402
 
+btg = types.SimpleNamespace(**{k: v for m in (_paths, _procfs, _victims, _daemon)
+                               for k, v in vars(m).items() if not k.startswith("__")})
+
+OWNER = "btguard-slurm-owner"     # submits the jobs
+OTHER = "btguard-slurm-other"     # a third user, neither owner nor root
 DIR = Path(os.environ.get("BTGUARD_SLURM_DIR", REPO / "build" / "slurm-test"))
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0

@@ -30,22 +30,12 @@ from slurmlib import btg
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="starts munged, slurmctld and slurmd: needs root")
 
-OWNER = "btguard-slurm-owner"     # submits the jobs
-OTHER = "btguard-slurm-other"     # a third user, neither owner nor root
+OWNER, OTHER = slurmlib.OWNER, slurmlib.OTHER
 WORKLOAD = slurmlib.REPO / "tests" / "workloads" / "torch_greenlet.py"
 # 2 modes x 4 tasks x 5 rounds, the workload's defaults (see test_crash.py).
 TORCH_OUT = ["paused",
              "first RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)",
              "errors 40 ok"]
-
-
-@pytest.fixture(scope="module")
-def users():
-    u = slurmlib.Users(OWNER, OTHER)
-    try:
-        yield u
-    finally:
-        u.remove()
 
 
 @pytest.fixture(scope="module")

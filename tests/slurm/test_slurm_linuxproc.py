@@ -18,17 +18,7 @@ from slurmlib import btg
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="starts munged, slurmctld and slurmd: needs root")
 
-OWNER = "btguard-slurm-owner"
-OTHER = "btguard-slurm-other"
-
-
-@pytest.fixture(scope="module")
-def users():
-    u = slurmlib.Users(OWNER, OTHER)
-    try:
-        yield u
-    finally:
-        u.remove()
+OWNER, OTHER = slurmlib.OWNER, slurmlib.OTHER
 
 
 @pytest.fixture(scope="module")

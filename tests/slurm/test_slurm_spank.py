@@ -28,19 +28,10 @@ from slurmlib import btg
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="starts munged, slurmctld and slurmd: needs root")
 
-OWNER = "btguard-slurm-owner"
+OWNER = slurmlib.OWNER
 WORKLOAD = slurmlib.REPO / "tests" / "workloads" / "torch_greenlet.py"
 TORCH_LAST = "errors 40 ok"
 SPANK_SO = btg.BUILD / "slurm" / "btguard.so"
-
-
-@pytest.fixture(scope="module")
-def users():
-    u = slurmlib.Users(OWNER)
-    try:
-        yield u
-    finally:
-        u.remove()
 
 
 @pytest.fixture(scope="module")
