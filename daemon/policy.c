@@ -36,7 +36,7 @@
 enum {
 	KEY_ACTION = 1u << 0, KEY_AT_RISK = 1u << 1, KEY_ALL = 1u << 2, KEY_USER = 1u << 3,
 	KEY_EXE = 1u << 4, KEY_CMDLINE = 1u << 5, KEY_CGROUP = 1u << 6, KEY_UNIT = 1u << 7,
-	KEY_MAPS = 1u << 8, KEY_INTERVAL = 1u << 9,
+	KEY_MAPS = 1u << 8, KEY_INTERVAL = 1u << 9, KEY_EXEC_EVENTS = 1u << 10,
 };
 
 static const struct {
@@ -46,7 +46,7 @@ static const struct {
 	{ "action", KEY_ACTION }, { "at-risk", KEY_AT_RISK }, { "all", KEY_ALL },
 	{ "user", KEY_USER },     { "exe", KEY_EXE },         { "cmdline", KEY_CMDLINE },
 	{ "cgroup", KEY_CGROUP }, { "unit", KEY_UNIT },       { "maps", KEY_MAPS },
-	{ "interval", KEY_INTERVAL },
+	{ "interval", KEY_INTERVAL }, { "exec-events", KEY_EXEC_EVENTS },
 };
 
 /* What one file's parse carries between inih's calls. */
@@ -383,18 +383,24 @@ static int handler(void *user, const char *section, const char *name, const char
 	if (!bit)
 		return fail(ps, 0, "unknown key \"%s\"", name);
 	if (!ps->cur) {
-		if (bit != KEY_INTERVAL)
-			return fail(ps, 0, "%s does not belong in [watch] (only interval)", name);
+		if (bit != KEY_INTERVAL && bit != KEY_EXEC_EVENTS)
+			return fail(ps, 0, "%s does not belong in [watch] (only interval and exec-events)",
+				    name);
 		if (ps->watch_set & bit)
-			return fail(ps, 0, "interval is given twice");
+			return fail(ps, 0, "%s is given twice", name);
 		ps->watch_set |= bit;
+		if (bit == KEY_EXEC_EVENTS) {
+			if (parse_bool(value, &ps->p->exec_events) < 0)
+				return fail(ps, 0, "exec-events must be yes or no, not \"%s\"", value);
+			return 1;
+		}
 		if (parse_interval(value, &ps->p->interval_ms) < 0)
 			return fail(ps, 0, "interval must be %ums..%us, as 500ms or 2s, not \"%s\"",
 				    POLICY_MIN_INTERVAL_MS, POLICY_MAX_INTERVAL_MS / 1000u, value);
 		return 1;
 	}
-	if (bit == KEY_INTERVAL)
-		return fail(ps, 0, "interval belongs in [watch]");
+	if (bit == KEY_INTERVAL || bit == KEY_EXEC_EVENTS)
+		return fail(ps, 0, "%s belongs in [watch]", name);
 	return rule_key(ps, bit, name, value);
 }
 
@@ -404,6 +410,7 @@ struct policy *policy_new(void)
 
 	if (p) {
 		p->interval_ms = POLICY_DEFAULT_INTERVAL_MS;
+		p->exec_events = true;
 		p->refs = 1;
 	}
 	return p;

@@ -8,6 +8,7 @@
  *
  *     [watch]
  *     interval = 1s              ; how often /proc is swept (100ms..3600s)
+ *     exec-events = yes          ; also look at each process as it execs (proc connector)
  *
  *     [rule torch-jobs]
  *     action = guard             ; the only action (required: says what it does)
@@ -58,6 +59,7 @@ struct policy_rule {
 
 struct policy {
 	unsigned interval_ms;
+	bool exec_events;             /* [watch] exec-events: listen to the proc connector too */
 	struct policy_rule *rules;    /* guard rules and exclusions, in file order */
 	size_t nrules;
 	size_t nguard;                /* of them guard rules: 0 means nothing to watch */

@@ -50,7 +50,8 @@
 struct server {
 	const struct server_config *cfg;
 	int epfd, sigfd;
-	char listen_tag, signal_tag;  /* addresses used as epoll tags */
+	char listen_tag, signal_tag, events_tag;  /* addresses used as epoll tags */
+	unsigned events_gen;          /* watch_events_fd()'s generation registered with epoll */
 	bool listening;               /* listen fd registered with epoll */
 	uint64_t accept_resume;       /* 0, or when to accept again after EMFILE */
 	uint64_t accept_warned;
@@ -214,6 +215,25 @@ static int loop_timeout(const struct server *srv)
 	return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
 }
 
+/*
+ * The policy opens and closes its proc connector socket at start and at
+ * reloads; a closed one has left the epoll set by itself, a new one is
+ * added here.
+ */
+static void watch_events_sync(struct server *srv)
+{
+	unsigned gen;
+	int fd = watch_events_fd(srv->watch, &gen);
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->events_tag };
+
+	if (gen == srv->events_gen)
+		return;
+	srv->events_gen = gen;
+	if (fd >= 0 && epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		log_msg(LOG_ERR, "cannot watch the proc connector: %s; the sweep alone finds new processes",
+			strerror(errno));
+}
+
 /* ----------------------------------------------------------- the loop -- */
 
 static void dispatch(struct server *srv, const struct epoll_event *ev)
@@ -223,6 +243,8 @@ static void dispatch(struct server *srv, const struct epoll_event *ev)
 			accept_clients(srv);
 	} else if (ev->data.ptr == &srv->signal_tag) {
 		read_signals(srv);
+	} else if (ev->data.ptr == &srv->events_tag) {
+		watch_events(srv->watch, now_ms());
 	} else {
 		conn_event(&srv->conns, ev->data.ptr, ev->events);
 	}
@@ -310,6 +332,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, cfg->listen_fd, &ev) < 0)
 		return -errno;
 	srv->listening = true;
+	watch_events_sync(srv);
 	/* What a fresh daemon would report: so "serving" stays until something happens. */
 	snprintf(srv->status, sizeof(srv->status), "0 clients, 0 requests served");
 	return 0;
@@ -391,6 +414,7 @@ int server_run(const struct server_config *cfg)
 			conn_bury(&srv.conns);
 		}
 		/* The policy's sweep: a bounded step when one is due. */
+		watch_events_sync(&srv);   /* a reload in this turn may have changed it */
 		watch_step(srv.watch, now);
 		notify_status(&srv, now);
 		if (now >= idle_deadline(&srv)) {

@@ -39,71 +39,7 @@
 #include "procfs.h"
 #include "timeutil.h"
 #include "watch.h"
-
-#define MAX_REQUESTS  16u     /* queued at once; more candidates wait for the next sweep */
-#define MAX_RETRY     1024u   /* processes remembered for another attempt */
-#define RETRIES       3u
-
-struct proc {
-	pid_t pid;
-	int statm;                /* /proc/PID/statm kept open, or -1 */
-	bool ignored;             /* a kernel thread: never asked about */
-	uint64_t start, vsize;
-	uint64_t objects;         /* hash of the mapped objects the policy was asked about, 0: not yet */
-};
-
-struct rule_stats {
-	char name[POLICY_NAME_MAX + 1];
-	uint32_t hits;
-	uint8_t nlast;
-	int32_t last[PROTO_MAX_RULE_PIDS];   /* latest first */
-};
-
-struct retry {
-	pid_t pid;
-	unsigned left;            /* attempts it still gets after the next */
-	bool due;                 /* ask about it at the next sweep */
-};
-
-/* A request the daemon made for one rule: a queue entry with our ops. */
-struct request {
-	struct queue_entry e;     /* queue.c's */
-	struct watch *w;
-	struct policy *policy;    /* held: the rule and the caller's name point into it */
-	const struct policy_rule *rule;
-	struct request *prev, *next;
-};
-
-struct watch {
-	struct queue *q;
-	char path[PATH_MAX];
-	bool required;
-	struct policy *policy;
-	struct rule_stats *stats;   /* one per rule of policy */
-	unsigned need;              /* FACTS_* the policy reads, objects always */
-	struct facts *facts;        /* scratch, ~16 KiB */
-
-	struct proc *table;         /* the last complete sweep, by PID; owns the statm fds */
-	size_t ntable;
-	unsigned nfds, max_fds;     /* statm descriptors open, and the budget (pin.h) */
-	long page_size;
-
-	/* The sweep in progress (sweeping), else nothing. */
-	bool sweeping;
-	uint64_t sweep_started;
-	pid_t *pids;
-	size_t npids, next_pid, old;
-	struct proc *fresh;
-	size_t nfresh, cap_fresh;
-	pid_t **cand;               /* per rule: the processes to guard */
-	size_t *ncand, *cap_cand;
-
-	uint64_t next_sweep;
-	struct retry retry[MAX_RETRY];
-	size_t nretry;
-	struct request *reqs;
-	unsigned nreqs;
-};
+#include "watch_int.h"
 
 /* ------------------------------------------------------------ policy -- */
 
@@ -190,6 +126,7 @@ static void set_policy(struct watch *w, struct policy *p, struct rule_stats *sta
 	 */
 	for (size_t i = 0; i < w->ntable; i++)
 		w->table[i].objects = 0;
+	noticed_clear(w->noticed);
 	w->next_sweep = 0;
 }
 
@@ -207,14 +144,17 @@ int watch_new(struct queue *q, const char *path, bool required, struct policy *p
 	w->page_size = sysconf(_SC_PAGESIZE);
 	snprintf(w->path, sizeof(w->path), "%s", path);
 	w->required = required;
+	w->events_fd = -1;
 	w->facts = malloc(sizeof(*w->facts));
+	w->noticed = calloc(1, sizeof(*w->noticed));
 	r = -ENOMEM;
-	if (!w->facts || new_stats(p, NULL, 0, &stats) < 0)
+	if (!w->facts || !w->noticed || new_stats(p, NULL, 0, &stats) < 0)
 		goto out_free;
 	set_policy(w, p, stats);
 	r = new_candidates(w);
 	if (r < 0)
 		goto out_free;
+	watch_events_sync(w);
 	*ret = w;
 	return 0;
 
@@ -256,6 +196,7 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 	}
 	log_msg(LOG_INFO, "policy reloaded from %s: %zu rule(s), %zu guard rule(s), sweep every %u ms",
 		w->path, p->nrules, p->nguard, p->interval_ms);
+	watch_events_sync(w);
 	return (int)p->nrules;
 }
 
@@ -432,8 +373,7 @@ static bool still_matches(const void *ctx, const struct select_proc *p)
 	return policy_match(rq->policy, p) == rq->rule;
 }
 
-/* One request for rule i's candidates, as root, named by the rule. */
-static void submit(struct watch *w, size_t i)
+void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n)
 {
 	struct auth_caller self = { .pid = getpid(), .uid = 0, .gid = 0 };
 	struct action_expansion *x;
@@ -443,9 +383,9 @@ static void submit(struct watch *w, size_t i)
 
 	if (w->nreqs >= MAX_REQUESTS) {
 		log_msg(LOG_DEBUG, "rule %s: %zu process(es) wait for the next sweep (%u requests queued)",
-			w->policy->rules[i].name, w->ncand[i], w->nreqs);
-		for (size_t k = 0; k < w->ncand[i]; k++)
-			retry_add(w, w->cand[i][k], RETRIES);
+			w->policy->rules[i].name, n, w->nreqs);
+		for (size_t k = 0; k < n; k++)
+			retry_add(w, pids[k], RETRIES);
 		return;
 	}
 	rq = calloc(1, sizeof(*rq));
@@ -456,7 +396,7 @@ static void submit(struct watch *w, size_t i)
 	rq->rule = &w->policy->rules[i];
 	self.rule = rq->rule->name;
 	m = (struct action_matcher){ .need = w->need, .match = still_matches, .ctx = rq };
-	r = action_expand_candidates(&self, w->cand[i], w->ncand[i], &m, &x);
+	r = action_expand_candidates(&self, pids, n, &m, &x);
 	if (r < 0)
 		goto out_free;
 	rq->next = w->reqs;
@@ -464,7 +404,7 @@ static void submit(struct watch *w, size_t i)
 		w->reqs->prev = rq;
 	w->reqs = rq;
 	w->nreqs++;
-	log_msg(LOG_DEBUG, "rule %s: %zu candidate(s)", rq->rule->name, w->ncand[i]);
+	log_msg(LOG_DEBUG, "rule %s: %zu candidate(s)", rq->rule->name, n);
 	/* May answer at once (request_done frees rq). */
 	r = queue_submit_targets(w->q, &rq->e, &request_ops, &self, PROTO_ACTION_GUARD, 0, x);
 	if (r < 0) {
@@ -477,14 +417,13 @@ out_free:
 	policy_unref(rq->policy);
 	free(rq);
 out_retry:
-	for (size_t k = 0; k < w->ncand[i]; k++)
-		retry_add(w, w->cand[i][k], RETRIES);
+	for (size_t k = 0; k < n; k++)
+		retry_add(w, pids[k], RETRIES);
 }
 
 /* -------------------------------------------------------------- sweep -- */
 
-/* FNV-1a over the object paths (and the executable): what the policy saw. */
-static uint64_t objects_hash(const struct facts *f)
+uint64_t watch_objects_hash(const struct facts *f)
 {
 	uint64_t h = 1469598103934665603ull;
 
@@ -645,11 +584,17 @@ static void sweep_one(struct watch *w, pid_t pid)
 		return;   /* gone, or unreadable: looked at again next time */
 	}
 	/* 1 for a process without readable maps (a zombie): asked once, like the others. */
-	now.objects = w->facts->objects_read ? objects_hash(w->facts) : 1;
+	now.objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
 	if (old && old->objects == now.objects && !again) {
 		facts_free(w->facts);
 		keep(w, &now);
 		return;   /* the heap grew; nothing was loaded */
+	}
+	/* Asked about at its exec, and nothing loaded since: no news. */
+	if (!again && noticed_take(w->noticed, pid, now.start, now.objects)) {
+		facts_free(w->facts);
+		keep(w, &now);
+		return;
 	}
 	if (again)
 		again->due = false;
@@ -679,10 +624,11 @@ static void sweep_end(struct watch *w)
 {
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		if (w->ncand[i])
-			submit(w, i);
+			watch_submit(w, i, w->cand[i], w->ncand[i]);
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		w->ncand[i] = 0;
 	retry_prune(w);
+	noticed_prune(w->noticed, w->sweep_started);
 	close_fds(w, w->table, w->ntable);   /* the processes that are gone */
 	free(w->table);
 	w->table = w->fresh;
@@ -696,9 +642,14 @@ static void sweep_end(struct watch *w)
 
 uint64_t watch_next_ms(const struct watch *w)
 {
+	uint64_t next;
+
 	if (!watch_active(w))
 		return UINT64_MAX;
-	return w->sweeping ? 0 : w->next_sweep;
+	next = noticed_next_ms(w->noticed);
+	if (w->sweeping)
+		return 0;
+	return next < w->next_sweep ? next : w->next_sweep;
 }
 
 void watch_step(struct watch *w, uint64_t now)
@@ -706,7 +657,10 @@ void watch_step(struct watch *w, uint64_t now)
 	uint64_t until;
 
 	/* !cand: a reload ran out of memory for them; the next reload may do better. */
-	if (!watch_active(w) || !w->cand || (!w->sweeping && now < w->next_sweep))
+	if (!watch_active(w) || !w->cand)
+		return;
+	watch_look_due(w, now, now_us() + WATCH_STEP_US);
+	if (!w->sweeping && now < w->next_sweep)
 		return;
 	if (!w->sweeping) {
 		/* The next one is due an interval after this one started, however long it takes. */
@@ -753,6 +707,8 @@ void watch_free(struct watch *w)
 	free(w->stats);
 	close_fds(w, w->table, w->ntable);
 	free(w->table);
+	watch_events_close(w);
+	free(w->noticed);
 	free(w->facts);
 	free(w);
 }

@@ -2,6 +2,11 @@
 /*
  * Auto-guard: the policy in force and the /proc sweep that applies it.
  *
+ * A process that execs is looked at moments later, when the kernel's
+ * proc connector tells us (procconn.h, where the daemon may listen):
+ * once its loader has mapped the C library, the policy is asked about it,
+ * as below.  The sweep is the backstop, and what sees late loads:
+ *
  * Every interval (the policy's [watch] interval, 1 s by default) the
  * sweep lists /proc and, for each process, reads its stat line: start
  * time and vsize.  A process seen before with both unchanged costs that
@@ -58,7 +63,18 @@ int watch_reload(struct watch *w, char *why, size_t why_len);
 /* Rule i of the policy in force, as POLICY answers it: 0, or -ENOENT past the last. */
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret);
 
-/* When the next sweep step is due (CLOCK_MONOTONIC ms); UINT64_MAX when none. */
+/*
+ * The proc connector's descriptor while exec events are listened to
+ * (the policy has guard rules and does not say exec-events = no, and the
+ * kernel lets us), else -1; *ret_gen changes whenever the descriptor
+ * does, so the caller knows to watch the new one.
+ */
+int watch_events_fd(const struct watch *w, unsigned *ret_gen);
+
+/* The descriptor is readable: notes the processes that exec'd, to be looked at soon. */
+void watch_events(struct watch *w, uint64_t now_ms);
+
+/* When the next sweep step or look is due (CLOCK_MONOTONIC ms); UINT64_MAX when none. */
 uint64_t watch_next_ms(const struct watch *w);
 
 /* Does about WATCH_STEP_US of a due sweep (the event loop's turn for it). */

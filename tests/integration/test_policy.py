@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Auto-guard: the daemon guards what its policy names, by itself.
 
-A real daemon runs with `--config` under a temporary directory and the
-sweep alone (no exec events).  Every rule is scoped to a token of the
+A real daemon runs with `--config` under a temporary directory.  It
+notices new processes two ways, and the tests that matter run both: by
+the proc connector's exec events (the default where the kernel lets it
+listen, as here) and by the sweep alone (`exec-events = no`).  Every rule is scoped to a token of the
 test's own (a command-line word, through a symlink named after it) so
 that the daemon never touches another test's processes on a shared
 machine.  Timing: "within one interval" is checked as one interval plus
@@ -44,8 +46,23 @@ def linked(tmp, name, victim):
     return link
 
 
-def write_policy(path, text):
-    path.write_text(f"[watch]\ninterval = {int(INTERVAL * 1000)}ms\n\n" + text)
+def write_policy(path, text, interval=INTERVAL, exec_events=True):
+    path.write_text(f"[watch]\ninterval = {int(interval * 1000)}ms\n"
+                    + ("" if exec_events else "exec-events = no\n") + "\n" + text)
+
+
+LISTENING = "exec events: listening to the proc connector"
+
+
+# How new processes are noticed: exec events and the sweep, or the sweep alone.
+@pytest.fixture(params=["exec-events", "sweep-only"])
+def exec_events(request):
+    return request.param == "exec-events"
+
+
+def check_noticing(d, exec_events):
+    """The daemon listens to exec events exactly when the policy wants them."""
+    assert (LISTENING in d.log()) == exec_events, d.log()[-3000:]
 
 
 def policy_daemon(conf, **kw):
@@ -92,10 +109,11 @@ def rules(d):
 # ------------------------------------------------------------------ rules --
 
 def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, fake_torch,
-                                                            sweep_prefix):
+                                                            sweep_prefix, exec_events):
     c10, greenlet = fake_torch
     conf = tmp / "btguardd.conf"
-    write_policy(conf, f"[rule torch]\naction = guard\nat-risk = yes\ncmdline = *{token}*\n")
+    write_policy(conf, f"[rule torch]\naction = guard\nat-risk = yes\ncmdline = *{token}*\n",
+                 exec_events=exec_events)
     link = linked(tmp, token, "idle")
     with policy_daemon(conf, prefix=sweep_prefix) as d:
         time.sleep(INTERVAL)   # the first sweep (of everything) is behind us
@@ -106,7 +124,9 @@ def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, 
         assert time.monotonic() - t0 <= INTERVAL + SLACK
         time.sleep(INTERVAL * 2)
         assert state_of(d, plain.pid)["state"] == "unguarded"
-        # One journal line for the automatic action, naming its rule.
+        check_noticing(d, exec_events)
+        # One journal line for the automatic action, naming its rule: a
+        # process taken at its exec is not asked about again by the sweep.
         lines = [ln for ln in d.log().splitlines()
                  if f"guard pid={risky.pid} " in ln and "by rule torch" in ln]
         assert len(lines) == 1, d.log()[-3000:]
@@ -144,10 +164,11 @@ def test_real_torch_greenlet_workload_is_guarded_before_its_first_error(tmp, tok
 
 
 def test_forked_workers_that_load_a_second_backtrace_end_fully_guarded(tmp, victim, token,
-                                                                      sweep_prefix):
+                                                                      sweep_prefix, exec_events):
     pre = victim_path("libbtpre")
     conf = tmp / "btguardd.conf"
-    write_policy(conf, f"[rule server]\naction = guard\ncmdline = *{token}*\n")
+    write_policy(conf, f"[rule server]\naction = guard\ncmdline = *{token}*\n",
+                 exec_events=exec_events)
     link = linked(tmp, token, "late_loader")
     with policy_daemon(conf, prefix=sweep_prefix) as d:
         server = start(victim, [link], "late_loader", stdin=True)
@@ -178,12 +199,13 @@ def test_forked_workers_that_load_a_second_backtrace_end_fully_guarded(tmp, vict
         server.proc.stdin.flush()
         assert server.lines.next() == "frames 0"
         assert rules(d)["server"]["hits"] >= 5
+        check_noticing(d, exec_events)
 
 
-def test_exclusions_hold(tmp, victim, token):
+def test_exclusions_hold(tmp, victim, token, exec_events):
     conf = tmp / "btguardd.conf"
     write_policy(conf, f"[rule all-of-token]\naction = guard\ncmdline = *{token}*\n\n"
-                       f"[exclude keep]\ncmdline = *{token}-keep*\n")
+                       f"[exclude keep]\ncmdline = *{token}-keep*\n", exec_events=exec_events)
     take = linked(tmp, token, "idle")
     keep = linked(tmp, f"{token}-keep", "idle")
     with policy_daemon(conf) as d:
@@ -196,6 +218,64 @@ def test_exclusions_hold(tmp, victim, token):
         r = rules(d)
         assert r["keep"]["kind"] == "exclude" and r["keep"]["hits"] == 0, r
         assert r["all-of-token"]["last_pids"] == [a.pid], r
+        check_noticing(d, exec_events)
+
+
+# ----------------------------------------------------------- exec events --
+
+SLOW_SWEEP = 3600    # seconds: after the first sweep, none comes during a test
+
+
+def test_exec_event_takes_a_new_program_long_before_the_next_sweep(tmp, victim, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule at-exec]\naction = guard\ncmdline = *{token}*\n",
+                 interval=SLOW_SWEEP)
+    with policy_daemon(conf) as d:
+        time.sleep(1)   # the first sweep, of what ran before, is behind us
+        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        # Only the exec event can have told the daemon: the next sweep is an hour away.
+        wait_state(d, v.pid, "guarded", 10)
+        assert f"rule at-exec: process {v.pid} taken at its exec" in d.log(), d.log()[-3000:]
+        assert rules(d)["at-exec"]["last_pids"] == [v.pid]
+
+
+def test_exec_events_no_leaves_new_programs_to_the_sweep(tmp, victim, token):
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule sweep-only]\naction = guard\ncmdline = *{token}*\n",
+                 interval=SLOW_SWEEP, exec_events=False)
+    with policy_daemon(conf) as d:
+        time.sleep(1)
+        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        time.sleep(3)
+        assert state_of(d, v.pid)["state"] == "unguarded"
+        check_noticing(d, False)
+        # A reload that wants them starts listening, and the process that
+        # execs next is taken at once.
+        write_policy(conf, f"[rule sweep-only]\naction = guard\ncmdline = *{token}*\n",
+                     interval=SLOW_SWEEP)
+        d.ctl("reload", check=0)
+        w = start(victim, [linked(tmp, token + "-2", "idle"), 1], "idle")
+        wait_state(d, w.pid, "guarded", 10)
+        assert LISTENING in d.log()
+
+
+def test_refused_connector_falls_back_to_the_sweep(tmp, victim, token):
+    """In a network namespace of its own the kernel's connector is out of
+    reach: the daemon says so once, and the sweep still guards new processes."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare not installed")
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule fallback]\naction = guard\ncmdline = *{token}*\n")
+    with policy_daemon(conf, prefix=("unshare", "--net")) as d:
+        time.sleep(INTERVAL)
+        t0 = time.monotonic()
+        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+        assert time.monotonic() - t0 <= INTERVAL + SLACK
+        log = d.log()
+        assert "exec events unavailable: subscribing to the proc connector" in log, log[-3000:]
+        assert "not in the initial network namespace" in log and LISTENING not in log
+        assert "taken at its exec" not in log
 
 
 def test_first_sweep_takes_processes_already_running(tmp, victim, token):

@@ -133,4 +133,12 @@ MUTANTS = [
      [("\tif (old && old->vsize == now.vsize && old->objects && !again) {",
        "\tif (old && old->objects && !again) {")],
      ["test_policy.py::test_forked_workers_that_load_a_second_backtrace_end_fully_guarded"]),
+    ("exec events read but never looked at", "daemon/watchexec.c",
+     [("\t\tif (!noticed_add(w->noticed, pids[i], now + look_delays_ms[0]))",
+       "\t\tif (0 && !noticed_add(w->noticed, pids[i], now + look_delays_ms[0]))")],
+     ["test_policy.py::test_exec_event_takes_a_new_program_long_before_the_next_sweep"]),
+    ("the sweep asks again about a program taken at its exec", "daemon/noticed.c",
+     [("\tsame = e->start == start && e->objects == objects;",
+       "\tsame = e->start == start && e->objects == objects && 0;")],
+     ["test_policy.py::test_new_at_risk_process_is_guarded_within_one_interval"]),
 ]

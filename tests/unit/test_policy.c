@@ -61,6 +61,7 @@ static void good_file_compiles(void **state)
 		"# comment\n"
 		"[watch]\n"
 		"interval = 250ms\n"
+		"exec-events = no\n"
 		"\n"
 		"[rule torch]\n"
 		"action = guard\n"
@@ -74,6 +75,7 @@ static void good_file_compiles(void **state)
 		"exe = sshd\n");
 
 	assert_int_equal(p->interval_ms, 250);
+	assert_false(p->exec_events);
 	assert_int_equal(p->nrules, 3);
 	assert_int_equal(p->nguard, 2);
 	assert_string_equal(p->rules[0].name, "torch");
@@ -81,7 +83,7 @@ static void good_file_compiles(void **state)
 	assert_true(p->rules[0].sel.all);
 	assert_true(p->rules[0].sel.have_uid);
 	assert_int_equal(p->rules[0].sel.uid, 1000);
-	assert_int_equal(p->rules[0].line, 5);
+	assert_int_equal(p->rules[0].line, 6);
 	assert_string_equal(p->rules[1].sel.cgroup, "/system.slice/train.service");
 	assert_string_equal(p->rules[1].sel.exe, "python3*");
 	assert_true(p->rules[2].exclude);
@@ -90,6 +92,7 @@ static void good_file_compiles(void **state)
 	p = parse_ok("");
 	assert_int_equal(p->nrules, 0);
 	assert_int_equal(p->interval_ms, POLICY_DEFAULT_INTERVAL_MS);
+	assert_true(p->exec_events);   /* where the kernel lets the daemon listen */
 	policy_unref(p);
 }
 
@@ -113,6 +116,9 @@ static void mistakes_name_their_line(void **state)
 		  "bad name");   /* 41 bytes: fits inih, not a name */
 	parse_bad("[watch]\ninterval = 10ms\n", 2, "interval");
 	parse_bad("[watch]\ninterval = soon\n", 2, "interval");
+	parse_bad("[watch]\nexec-events = sometimes\n", 2, "exec-events must be yes or no");
+	parse_bad("[watch]\nexec-events = no\nexec-events = yes\n", 3, "exec-events is given twice");
+	parse_bad("[rule a]\naction = guard\nexe = x\nexec-events = no\n", 4, "belongs in [watch]");
 	parse_bad("[rule a]\naction = guard\ncgroup = system.slice\n", 3, "cgroup");
 	parse_bad("[rule a]\naction = guard\nunit = a/b\n", 3, "unit");
 	parse_bad("[rule a]\naction = guard\nunit = u.service\ncgroup = /x\n", 4, "both");

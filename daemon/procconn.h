@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Exec events from the kernel's proc connector (NETLINK_CONNECTOR,
+ * CN_IDX_PROC): the PID of every process that execs, moments after it
+ * did, so the policy looks at a new program at once instead of at the
+ * next sweep.  The sweep stays the backstop: events can be lost (a full
+ * socket buffer), and where the connector is refused the daemon sweeps
+ * only.  See procconn.c for who may listen.
+ */
+#ifndef BTGUARD_PROCCONN_H
+#define BTGUARD_PROCCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Opens a non-blocking socket subscribed to exec events: the descriptor,
+ * or -errno with why filled ("binding to the proc connector: Operation not
+ * permitted", ...), nothing left open.
+ */
+int procconn_open(char *why, size_t why_len);
+
+/* Unsubscribes and closes fd (-1 is fine). */
+void procconn_close(int fd);
+
+/*
+ * Reads what has arrived on fd without blocking: the exec'd processes'
+ * PIDs into pids (at most max; the rest stay queued for the next call),
+ * their number in *ret_n.  *ret_lost is set when the kernel dropped
+ * events since the last call (ENOBUFS).  0, or -errno on a broken socket.
+ */
+int procconn_read(int fd, pid_t *pids, size_t max, size_t *ret_n, bool *ret_lost);
+
+/*
+ * The exec events in one datagram (buf, len bytes, as received), pure:
+ * PIDs appended to pids[*n..max).  Anything else in it (an acknowledgement,
+ * another event, a short or malformed message) is skipped.  Returns the
+ * number of events that did not fit (0 normally).
+ */
+size_t procconn_parse(const void *buf, size_t len, pid_t *pids, size_t max, size_t *n);
+
+#endif

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The watch's state, shared by the two files that own its parts: watch.c
+ * (the policy in force, the sweep, the requests the daemon makes) and
+ * watchexec.c (exec events, and the processes they named).  Nobody else
+ * includes this; the rest of the daemon sees watch.h.
+ */
+#ifndef BTGUARD_WATCH_INT_H
+#define BTGUARD_WATCH_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "facts.h"
+#include "noticed.h"
+#include "policy.h"
+#include "queue.h"
+#include "watch.h"
+
+#define MAX_REQUESTS  16u     /* queued at once; more candidates wait for the next sweep */
+#define MAX_RETRY     1024u   /* processes remembered for another attempt */
+#define RETRIES       3u
+
+struct proc {
+	pid_t pid;
+	int statm;                /* /proc/PID/statm kept open, or -1 */
+	bool ignored;             /* a kernel thread: never asked about */
+	uint64_t start, vsize;
+	uint64_t objects;         /* hash of the mapped objects the policy was asked about, 0: not yet */
+};
+
+struct rule_stats {
+	char name[POLICY_NAME_MAX + 1];
+	uint32_t hits;
+	uint8_t nlast;
+	int32_t last[PROTO_MAX_RULE_PIDS];   /* latest first */
+};
+
+struct retry {
+	pid_t pid;
+	unsigned left;            /* attempts it still gets after the next */
+	bool due;                 /* ask about it at the next sweep */
+};
+
+/* A request the daemon made for one rule: a queue entry with our ops. */
+struct request {
+	struct queue_entry e;     /* queue.c's */
+	struct watch *w;
+	struct policy *policy;    /* held: the rule and the caller's name point into it */
+	const struct policy_rule *rule;
+	struct request *prev, *next;
+};
+
+struct watch {
+	struct queue *q;
+	char path[PATH_MAX];
+	bool required;
+	struct policy *policy;
+	struct rule_stats *stats;   /* one per rule of policy */
+	unsigned need;              /* FACTS_* the policy reads, objects always */
+	struct facts *facts;        /* scratch, ~16 KiB */
+
+	struct proc *table;         /* the last complete sweep, by PID; owns the statm fds */
+	size_t ntable;
+	unsigned nfds, max_fds;     /* statm descriptors open, and the budget (pin.h) */
+	long page_size;
+
+	/* The sweep in progress (sweeping), else nothing. */
+	bool sweeping;
+	uint64_t sweep_started;
+	pid_t *pids;
+	size_t npids, next_pid, old;
+	struct proc *fresh;
+	size_t nfresh, cap_fresh;
+	pid_t **cand;               /* per rule: the processes to guard */
+	size_t *ncand, *cap_cand;
+
+	uint64_t next_sweep;
+	struct retry retry[MAX_RETRY];
+	size_t nretry;
+	struct request *reqs;
+	unsigned nreqs;
+
+	/* Exec events: the proc connector while the policy wants it, else -1. */
+	int events_fd;
+	unsigned events_gen;        /* changes with events_fd: server.c registers it again */
+	char events_why[160];       /* why the connector was refused, logged once per reason */
+	uint64_t lost_logged;
+	struct noticed *noticed;    /* ~56 KiB, allocated with the watch */
+};
+
+/* FNV-1a over the object paths (and the executable): what the policy saw; never 0. */
+uint64_t watch_objects_hash(const struct facts *f);
+
+/* One request for rule i's candidates (pids, n of them), as root, named by the rule (watch.c). */
+void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
+
+/* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
+void watch_events_sync(struct watch *w);
+
+/* Closes the proc connector's socket, if open (watchexec.c). */
+void watch_events_close(struct watch *w);
+
+/* Looks at the noticed processes that are due, until until_us (watchexec.c). */
+void watch_look_due(struct watch *w, uint64_t now_ms, uint64_t until_us);
+
+#endif

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Exec events for the policy (watch.h): the proc connector's socket while
+ * the policy wants it, and the processes it names.  Each is looked at a
+ * moment after its exec - once its loader has mapped the C library, or
+ * after the last delay below as it is - and the policy asked about it as
+ * the sweep would; noticed.c then tells the sweep it need not ask again.
+ * Nothing here stops, reads or writes a target either: what a rule takes
+ * goes to the queue through watch_submit().
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "procconn.h"
+#include "procfs.h"
+#include "timeutil.h"
+#include "watch_int.h"
+
+#define EVENTS_BATCH  256u    /* exec events read in one turn */
+#define LOST_LOG_MS   60000u  /* "events were lost" at most this often */
+/*
+ * A program noticed at its exec is looked at once its loader has mapped
+ * the C library, usually within a millisecond; until then, again after
+ * each of these delays, and after the last as it is (a static program).
+ */
+static const unsigned look_delays_ms[] = { 2, 10, 50, 200 };
+#define LOOKS (sizeof(look_delays_ms) / sizeof(look_delays_ms[0]))
+
+static bool maps_libc(const struct facts *f)
+{
+	for (size_t i = 0; i < f->p.nobjects; i++) {
+		const char *base = strrchr(f->p.objects[i], '/');
+
+		if (!strncmp(base ? base + 1 : f->p.objects[i], "libc.so", 7))
+			return true;
+	}
+	return false;
+}
+
+/* A process noticed at its exec: once its C library is mapped, does a rule take it? */
+static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
+{
+	const struct policy_rule *rule;
+	struct procfs_stat st;
+	pid_t pid = e->pid;
+
+	if (pid == getpid() || procfs_sample_stat(pid, &st) < 0 ||
+	    (st.flags & PROCFS_PF_KTHREAD) || st.state == 'Z' || st.state == 'X' ||
+	    facts_read(pid, w->need, w->facts) < 0) {
+		facts_free(w->facts);
+		noticed_drop(w->noticed, e);   /* gone already, or unreadable: the sweep decides */
+		return;
+	}
+	if (!maps_libc(w->facts) && e->looks < LOOKS) {
+		facts_free(w->facts);
+		e->due_ms = now + look_delays_ms[e->looks++];
+		return;
+	}
+	e->asked = true;
+	e->asked_ms = now;
+	e->start = st.starttime;
+	e->objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
+	rule = policy_match(w->policy, &w->facts->p);
+	facts_free(w->facts);
+	if (!rule)
+		return;
+	log_msg(LOG_DEBUG, "rule %s: process %d taken at its exec", rule->name, (int)pid);
+	watch_submit(w, (size_t)(rule - w->policy->rules), &pid, 1);
+}
+
+void watch_events_sync(struct watch *w)
+{
+	bool want = watch_active(w) && w->policy->exec_events;
+	char why[sizeof(w->events_why)];
+	int fd;
+
+	if (!want && w->events_fd >= 0) {
+		procconn_close(w->events_fd);
+		w->events_fd = -1;
+		w->events_gen++;
+		log_msg(LOG_INFO, "exec events: no longer listening (the policy does not want them)");
+	}
+	if (!want || w->events_fd >= 0)
+		return;
+	fd = procconn_open(why, sizeof(why));
+	if (fd < 0) {
+		/* Said once, not at every reload: the sweep covers it, and that is no fault. */
+		if (strcmp(why, w->events_why))
+			log_msg(LOG_NOTICE, "exec events unavailable: %s; new processes are found by the sweep, every %u ms",
+				why, w->policy->interval_ms);
+		snprintf(w->events_why, sizeof(w->events_why), "%s", why);
+		return;
+	}
+	w->events_fd = fd;
+	w->events_gen++;
+	w->events_why[0] = '\0';
+	log_msg(LOG_INFO, "exec events: listening to the proc connector; the sweep runs every %u ms as well",
+		w->policy->interval_ms);
+}
+
+void watch_events_close(struct watch *w)
+{
+	procconn_close(w->events_fd);
+	w->events_fd = -1;
+}
+
+int watch_events_fd(const struct watch *w, unsigned *ret_gen)
+{
+	*ret_gen = w ? w->events_gen : 0;
+	return w ? w->events_fd : -1;
+}
+
+void watch_events(struct watch *w, uint64_t now)
+{
+	pid_t pids[EVENTS_BATCH];
+	size_t n = 0;
+	bool lost = false;
+	int r;
+
+	if (!w || w->events_fd < 0)
+		return;
+	r = procconn_read(w->events_fd, pids, EVENTS_BATCH, &n, &lost);
+	if (r < 0) {
+		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
+			strerror(-r));
+		procconn_close(w->events_fd);
+		w->events_fd = -1;
+		w->events_gen++;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!noticed_add(w->noticed, pids[i], now + look_delays_ms[0]))
+			lost = true;
+	if (lost && now - w->lost_logged >= LOST_LOG_MS) {
+		log_msg(LOG_NOTICE, "exec events: some were lost (a burst of execs); the sweep finds those processes");
+		w->lost_logged = now;
+	}
+}
+
+void watch_look_due(struct watch *w, uint64_t now, uint64_t until_us)
+{
+	struct noticed_entry *e;
+
+	while ((e = noticed_due(w->noticed, now)) != NULL) {
+		look(w, e, now);
+		if (now_us() >= until_us)
+			return;
+	}
+}
