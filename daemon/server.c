@@ -52,6 +52,7 @@ struct server {
 	int epfd, sigfd;
 	char listen_tag, signal_tag, events_tag;  /* addresses used as epoll tags */
 	unsigned events_gen;          /* watch_events_fd()'s generation registered with epoll */
+	bool events_armed;            /* its EPOLLONESHOT is armed */
 	bool listening;               /* listen fd registered with epoll */
 	uint64_t accept_resume;       /* 0, or when to accept again after EMFILE */
 	uint64_t accept_warned;
@@ -195,6 +196,13 @@ static int loop_timeout(const struct server *srv)
 	wake = watch_next_ms(srv->watch);
 	if (wake < deadline)
 		deadline = wake;
+	if (!srv->events_armed && srv->events_gen) {
+		unsigned gen;
+
+		if (watch_events_fd(srv->watch, &gen) >= 0 &&
+		    (wake = watch_events_next_ms(srv->watch)) < deadline)
+			deadline = wake;
+	}
 	if (srv->conns.nconns && srv->next_sweep < deadline)
 		deadline = srv->next_sweep;
 	if (srv->accept_resume && srv->accept_resume < deadline)
@@ -218,20 +226,35 @@ static int loop_timeout(const struct server *srv)
 /*
  * The policy opens and closes its proc connector socket at start and at
  * reloads; a closed one has left the epoll set by itself, a new one is
- * added here.
+ * added here.  One-shot: once it fired, it is armed again only when the
+ * watch wants to read more (watch_events_next_ms), so a node that execs
+ * a thousand times a second wakes the loop a few hundred times, not a
+ * thousand; the kernel queues the events meanwhile.
  */
-static void watch_events_sync(struct server *srv)
+static void watch_events_sync(struct server *srv, uint64_t now)
 {
 	unsigned gen;
 	int fd = watch_events_fd(srv->watch, &gen);
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->events_tag };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.ptr = &srv->events_tag };
 
-	if (gen == srv->events_gen)
+	if (gen != srv->events_gen) {
+		srv->events_gen = gen;
+		srv->events_armed = false;
+		if (fd >= 0 && epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			log_msg(LOG_ERR, "cannot watch the proc connector: %s; the sweep alone finds new processes",
+				strerror(errno));
+			return;
+		}
+		srv->events_armed = fd >= 0;
 		return;
-	srv->events_gen = gen;
-	if (fd >= 0 && epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-		log_msg(LOG_ERR, "cannot watch the proc connector: %s; the sweep alone finds new processes",
-			strerror(errno));
+	}
+	if (fd < 0 || srv->events_armed || now < watch_events_next_ms(srv->watch))
+		return;
+	if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
+		log_msg(LOG_ERR, "cannot watch the proc connector again: %s", strerror(errno));
+		return;
+	}
+	srv->events_armed = true;
 }
 
 /* ----------------------------------------------------------- the loop -- */
@@ -244,6 +267,7 @@ static void dispatch(struct server *srv, const struct epoll_event *ev)
 	} else if (ev->data.ptr == &srv->signal_tag) {
 		read_signals(srv);
 	} else if (ev->data.ptr == &srv->events_tag) {
+		srv->events_armed = false;   /* EPOLLONESHOT */
 		watch_events(srv->watch, now_ms());
 	} else {
 		conn_event(&srv->conns, ev->data.ptr, ev->events);
@@ -332,7 +356,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, cfg->listen_fd, &ev) < 0)
 		return -errno;
 	srv->listening = true;
-	watch_events_sync(srv);
+	watch_events_sync(srv, now_ms());
 	/* What a fresh daemon would report: so "serving" stays until something happens. */
 	snprintf(srv->status, sizeof(srv->status), "0 clients, 0 requests served");
 	return 0;
@@ -414,7 +438,7 @@ int server_run(const struct server_config *cfg)
 			conn_bury(&srv.conns);
 		}
 		/* The policy's sweep: a bounded step when one is due. */
-		watch_events_sync(&srv);   /* a reload in this turn may have changed it */
+		watch_events_sync(&srv, now);   /* a reload in this turn may have changed it */
 		watch_step(srv.watch, now);
 		notify_status(&srv, now);
 		if (now >= idle_deadline(&srv)) {

@@ -74,6 +74,9 @@ int watch_events_fd(const struct watch *w, unsigned *ret_gen);
 /* The descriptor is readable: notes the processes that exec'd, to be looked at soon. */
 void watch_events(struct watch *w, uint64_t now_ms);
 
+/* When the descriptor should be read again (after watch_events(), a few ms later). */
+uint64_t watch_events_next_ms(const struct watch *w);
+
 /* When the next sweep step or look is due (CLOCK_MONOTONIC ms); UINT64_MAX when none. */
 uint64_t watch_next_ms(const struct watch *w);
 

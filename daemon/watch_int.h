@@ -88,6 +88,7 @@ struct watch {
 	unsigned events_gen;        /* changes with events_fd: server.c registers it again */
 	char events_why[160];       /* why the connector was refused, logged once per reason */
 	uint64_t lost_logged;
+	uint64_t events_next;       /* read the socket again from then on */
 	struct noticed *noticed;    /* ~56 KiB, allocated with the watch */
 };
 

@@ -21,6 +21,13 @@
 #define EVENTS_BATCH  256u    /* exec events read in one turn */
 #define LOST_LOG_MS   60000u  /* "events were lost" at most this often */
 /*
+ * Events are read in batches this far apart: on a node that execs a
+ * thousand times a second, one wake-up for many.  Far below the first
+ * look's delay plus the loader's time, so no program is looked at later
+ * for it in practice.
+ */
+#define EVENTS_COALESCE_MS 5u
+/*
  * A program noticed at its exec is looked at once its loader has mapped
  * the C library, usually within a millisecond; until then, again after
  * each of these delays, and after the last as it is (a static program).
@@ -106,6 +113,11 @@ void watch_events_close(struct watch *w)
 	w->events_fd = -1;
 }
 
+uint64_t watch_events_next_ms(const struct watch *w)
+{
+	return w ? w->events_next : 0;
+}
+
 int watch_events_fd(const struct watch *w, unsigned *ret_gen)
 {
 	*ret_gen = w ? w->events_gen : 0;
@@ -121,6 +133,7 @@ void watch_events(struct watch *w, uint64_t now)
 
 	if (!w || w->events_fd < 0)
 		return;
+	w->events_next = now + EVENTS_COALESCE_MS;
 	r = procconn_read(w->events_fd, pids, EVENTS_BATCH, &n, &lost);
 	if (r < 0) {
 		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
