@@ -70,6 +70,31 @@ static int reopen_for_reading(int pfd)
 	return fd < 0 ? -errno : fd;
 }
 
+/*
+ * stat() of the object behind mapping m, through the same two paths as
+ * open_object() below: nothing is opened, so a cache hit costs one path
+ * walk.  0, or -errno (-ESTALE: not a regular file, or not the inode the
+ * target mapped).
+ */
+static int stat_object(pid_t pid, const struct procfs_mapping *m, struct stat *st)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	if (stat(path, st) == 0)
+		return S_ISREG(st->st_mode) ? 0 : -ESTALE;
+	if (errno == ESTALE || m->deleted || m->path[0] != '/')
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+	if (stat(path, st) < 0)
+		return -errno;
+	if (!S_ISREG(st->st_mode) || st->st_ino != m->inode || major(st->st_dev) != m->dev_major ||
+	    minor(st->st_dev) != m->dev_minor)
+		return -ESTALE;
+	return 0;
+}
+
 /* An O_PATH descriptor for the object behind mapping m, and its fstat(). */
 static int open_object(pid_t pid, const struct procfs_mapping *m, struct stat *st)
 {
@@ -205,20 +230,30 @@ static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmap
 	struct stat st;
 	int pfd, fd, r = 0;
 
-	pfd = open_object(pid, &maps[first], &st);
-	if (pfd < 0)
-		return pfd;
-	/* The cache is keyed by what fstat() of the mapped inode says; only a
-	 * file not seen before is opened for reading and parsed. */
-	if (!objcache_get(&st, &defs)) {
-		fd = reopen_for_reading(pfd);
-		r = fd < 0 ? fd : parse_object(fd, &st, &defs);
-		if (r == 0)
-			objcache_put(&st, &defs);
-		if (fd >= 0)
-			close(fd);
+	/*
+	 * The cache is keyed by what stat() of the mapped inode says: a file
+	 * seen before costs that alone.  Only one not seen before is opened
+	 * (O_PATH first, see open_regular()), stat'ed again through the
+	 * descriptor - what is parsed is what the key describes - and parsed.
+	 */
+	r = stat_object(pid, &maps[first], &st);
+	if (r < 0 && r != -ESTALE)
+		return r;
+	if (r < 0 || !objcache_get(&st, &defs)) {
+		pfd = open_object(pid, &maps[first], &st);
+		if (pfd < 0)
+			return pfd;
+		r = 0;
+		if (!objcache_get(&st, &defs)) {
+			fd = reopen_for_reading(pfd);
+			r = fd < 0 ? fd : parse_object(fd, &st, &defs);
+			if (r == 0)
+				objcache_put(&st, &defs);
+			if (fd >= 0)
+				close(fd);
+		}
+		close(pfd);
 	}
-	close(pfd);
 	for (size_t d = 0; r == 0 && d < defs.n; d++) {
 		for (size_t i = first; r == 0 && i < nmaps; i++) {
 			const struct procfs_mapping *m = &maps[i];
