@@ -615,7 +615,7 @@ static void report_clear(struct proto_result *res)
  * its PID.
  */
 static int prepare(const struct auth_caller *caller, unsigned action,
-		   const struct action_target *t, struct patch_pin *pin,
+		   const struct action_target *t, struct patch_pin *pin, uid_t *ret_uid,
 		   char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
@@ -675,13 +675,8 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
 		return -BTG_ERR_ZOMBIE;
 	}
-	r = procfs_read_stat(pid, &st);
-	if (r < 0 && t->pidfd >= 0)
-		return explain_exited(t, why, why_len);
-	if (r < 0) {
-		snprintf(why, why_len, "process %d exited", asked);
-		return -BTG_ERR_GONE;
-	}
+	/* Read by authorize(), after which the pin held (a pidfd) or is compared now. */
+	st.starttime = target.starttime;
 	if (!pin_holds(t, &st)) {
 		if (t->pidfd >= 0)
 			return explain_exited(t, why, why_len);
@@ -693,6 +688,7 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	 * while the pidfd showed the process alive is exactly its own. */
 	pin->pidfd = t->pidfd;
 	pin->starttime = st.starttime;
+	*ret_uid = target.status.uid[0];
 	return 0;
 }
 
@@ -704,6 +700,15 @@ struct action_job {
 	struct exec_job *exec;     /* at-exec: the process being followed instead */
 	bool prepared;             /* authorized and pinned: the report may describe it */
 	uint64_t starttime;        /* the pinned process's, for a --tree relist */
+	/*
+	 * What prepare() and the start read, for the report at the end: the
+	 * real uid, the executable and the mapped objects (through via).
+	 * via_fresh: the answer comes in the same turn, so via still lives.
+	 */
+	uid_t uid;
+	pid_t via;
+	bool via_fresh;
+	struct facts *objects;     /* its objects part only, or NULL */
 	char exe[PATH_MAX];
 };
 
@@ -718,8 +723,15 @@ static int action_end(struct action_job *j, int r)
 		t->start = j->starttime;   /* for a --tree relist (action_expand_relist) */
 		/* Authorized: the report may say what the process is.  If it has
 		 * gone meanwhile, the pin says so and nothing is reported. */
-		if (procfs_live_task(t->ours, &via) == 0 && still_pinned(t)) {
-			report_fill(via, j->res);
+		via = j->via;
+		if ((j->via_fresh || procfs_live_task(t->ours, &via) == 0) && still_pinned(t)) {
+			struct report_known known = {
+				.uid = j->uid, .exe = j->exe,
+				.objects = j->objects ? j->objects->p.objects : NULL,
+				.nobjects = j->objects ? j->objects->p.nobjects : 0,
+			};
+
+			report_fill(via, j->objects ? &known : NULL, j->res);
 			if (!still_pinned(t))
 				report_clear(j->res);
 		}
@@ -729,9 +741,50 @@ static int action_end(struct action_job *j, int r)
 	pin_close(&t->pidfd);
 	patch_end(j->patch);
 	exec_end(j->exec);
+	if (j->objects)
+		facts_free(j->objects);
+	free(j->objects);
 	free(j);
 	return 0;
 }
+
+/*
+ * Steps 1-3 of a guard, unguard or status: a live task to read through,
+ * its maps once - for the sites now and the report at the end - then
+ * patch.c's part.
+ */
+static int start_patch(struct action_job *j, unsigned action, uint32_t deadline_ms,
+		       const struct patch_pin *pin)
+{
+	struct procfs_mapping *maps;
+	size_t nmaps;
+	pid_t pid = j->target->ours;
+	int r;
+
+	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
+	r = procfs_live_task(pid, &j->via);
+	if (r < 0) {
+		snprintf(j->res->message, sizeof(j->res->message), "process %d has exited", pid);
+		return -BTG_ERR_GONE;
+	}
+	r = procfs_read_maps(j->via, &maps, &nmaps);
+	if (r < 0) {
+		snprintf(j->res->message, sizeof(j->res->message), "cannot read /proc/%d/maps: %s",
+			 pid, strerror(-r));
+		return procfs_gone(r) ? -BTG_ERR_GONE : r;
+	}
+	/* Without memory for it the report reads the objects itself. */
+	j->objects = calloc(1, sizeof(*j->objects));
+	if (j->objects && facts_objects_from_maps(j->objects, maps, nmaps) < 0) {
+		facts_free(j->objects);
+		free(j->objects);
+		j->objects = NULL;
+	}
+	return patch_begin(&j->caller, pid, j->via, maps, nmaps, pin, action, deadline_ms, j->res,
+			   &j->patch);
+}
+
+static int step(struct action_job *j, uint64_t *ret_wake_ms);
 
 int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
 		 struct action_target *want, struct proto_result *res,
@@ -758,7 +811,8 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 	j->caller = *caller;
 	j->target = want;
 	j->res = res;
-	r = prepare(caller, action, want, &pin, j->exe, sizeof(j->exe), res->message,
+	j->via_fresh = true;   /* until the first later step */
+	r = prepare(caller, action, want, &pin, &j->uid, j->exe, sizeof(j->exe), res->message,
 		    sizeof(res->message));
 	if (r == 0) {
 		j->prepared = true;
@@ -767,17 +821,24 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 	if (r == 0 && action == PROTO_ACTION_AT_EXEC)
 		r = exec_begin(caller, want->ours, &pin, deadline_ms, res, &j->exec);
 	else if (r == 0)
-		r = patch_begin(caller, want->ours, &pin, action, deadline_ms, res, &j->patch);
+		r = start_patch(j, action, deadline_ms, &pin);
 	if (r < 0 || (!j->patch && !j->exec))
 		return action_end(j, r);
 	*ret = j;
-	r = action_step(j, ret_wake_ms);
+	r = step(j, ret_wake_ms);
 	if (r != ACTION_AGAIN && r != ACTION_ARMED)
 		*ret = NULL;
 	return r;
 }
 
+
 int action_step(struct action_job *j, uint64_t *ret_wake_ms)
+{
+	j->via_fresh = false;   /* a later turn: the task read through may have gone */
+	return step(j, ret_wake_ms);
+}
+
+static int step(struct action_job *j, uint64_t *ret_wake_ms)
 {
 	int r;
 

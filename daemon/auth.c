@@ -93,6 +93,7 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 	if (r < 0)
 		return noproc_or(r);
 	t.is_kthread = (pst.flags & PROCFS_PF_KTHREAD) != 0;
+	t.starttime = pst.starttime;
 	/* /proc/TID of any of our threads also names the daemon. */
 	t.is_daemon = pid == self || t.status.tgid == self;
 

@@ -35,6 +35,7 @@ struct auth_target {
 	bool  is_daemon;              /* the daemon's own process */
 	bool  is_kthread;
 	bool  dumpable;
+	uint64_t starttime;           /* from stat, read after status */
 	struct procfs_status status;
 };
 

@@ -63,23 +63,18 @@ static int read_cgroups(pid_t pid, struct facts *f)
 	return 0;
 }
 
-/* The distinct files the process maps, in map order. */
-static int read_objects(pid_t pid, struct facts *f)
+int facts_objects_from_maps(struct facts *f, const struct procfs_mapping *maps, size_t nmaps)
 {
-	struct procfs_mapping *maps = NULL;
-	size_t nmaps = 0, n = 0, used = 0, total = 0;
-	int r = procfs_read_maps(pid, &maps, &nmaps);
+	size_t n = 0, used = 0, total = 0;
 
-	if (r < 0)
-		return procfs_gone(r) ? -ESRCH : 0;
+	facts_free(f);
+	f->objects_read = false;
 	for (size_t i = 0; i < nmaps; i++)
 		total += strlen(maps[i].path) + 1;
 	f->objects_buf = malloc(total ? total : 1);
 	f->objects = malloc((nmaps ? nmaps : 1) * sizeof(*f->objects));
-	if (!f->objects_buf || !f->objects) {
-		r = -ENOMEM;
-		goto out;
-	}
+	if (!f->objects_buf || !f->objects)
+		return -ENOMEM;
 	for (size_t i = 0; i < nmaps; i++) {
 		const char *path = maps[i].path;
 		size_t len = strlen(path);
@@ -93,8 +88,19 @@ static int read_objects(pid_t pid, struct facts *f)
 	f->p.objects = f->objects;
 	f->p.nobjects = n;
 	f->objects_read = true;
-	r = 0;
-out:
+	return 0;
+}
+
+/* The distinct files the process maps, in map order. */
+static int read_objects(pid_t pid, struct facts *f)
+{
+	struct procfs_mapping *maps = NULL;
+	size_t nmaps = 0;
+	int r = procfs_read_maps(pid, &maps, &nmaps);
+
+	if (r < 0)
+		return procfs_gone(r) ? -ESRCH : 0;
+	r = facts_objects_from_maps(f, maps, nmaps);
 	free(maps);
 	return r;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "procfs.h"
 #include "select.h"
 
 #define FACTS_UID      0x01u
@@ -45,6 +46,12 @@ unsigned facts_needed(const struct select_rule *r, bool at_risk);
  * pattern.
  */
 int facts_read(pid_t pid, unsigned need, struct facts *f);
+
+/*
+ * The objects part of f (FACTS_OBJECTS) from maps read already: the
+ * distinct files mapped, in map order.  0 or -ENOMEM.
+ */
+int facts_objects_from_maps(struct facts *f, const struct procfs_mapping *maps, size_t nmaps);
 
 void facts_free(struct facts *f);
 

@@ -645,19 +645,20 @@ void patch_end(struct patch_job *j)
 }
 
 /* Steps 1-3: everything before the first attempt, done once. */
-int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
+		struct procfs_mapping *maps, size_t nmaps, const struct patch_pin *pin,
 		unsigned action, uint32_t deadline_ms, struct proto_result *res,
 		struct patch_job **ret)
 {
 	struct patch_job *j;
 	size_t todo;
-	pid_t via;
 	int r;
 
 	*ret = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
+		free(maps);
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		r = -ENOMEM;
 		goto out_answer;
@@ -667,25 +668,12 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_
 	j->res = res;
 	j->backoff_ms = BACKOFF_FIRST_MS;
 	timespec_after_ms(&j->deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
-	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
-	r = procfs_live_task(pid, &via);
-	if (r < 0) {
-		snprintf(res->message, sizeof(res->message), "process %d has exited", pid);
-		r = -BTG_ERR_GONE;
-		goto out_answer;
-	}
 	j->a = (struct attempt){
 		.pid = pid, .via = via, .pin = &j->pin, .caller = &j->caller,
 		.guard = action == PROTO_ACTION_GUARD, .sites = &j->sites,
 		.deadline = &j->deadline, .why = res->message, .why_len = sizeof(res->message),
+		.maps = maps, .nmaps = nmaps,
 	};
-	r = procfs_read_maps(via, &j->a.maps, &j->a.nmaps);
-	if (r < 0) {
-		snprintf(res->message, sizeof(res->message), "cannot read /proc/%d/maps: %s", pid,
-			 strerror(-r));
-		r = procfs_gone(r) ? -BTG_ERR_GONE : r;
-		goto out_answer;
-	}
 	r = sites_find(via, j->a.maps, j->a.nmaps, &j->sites, res->message, sizeof(res->message));
 	if (r < 0)
 		goto out_answer;

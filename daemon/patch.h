@@ -40,13 +40,16 @@ struct patch_job;
 /*
  * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
  * pid itself; processes sharing its memory are authorized at each
- * attempt): steps 1-3, before anything is stopped.  res is written until
+ * attempt): steps 1-3, before anything is stopped.  via is a live task of
+ * pid, maps its /proc/PID/maps as read through it; the job takes them over
+ * (freed with it, or at once on failure).  res is written until
  * the job ends and must live as long.  Returns 0 with *ret set when
  * attempts are to be made (call patch_step()), or with *ret NULL when res
  * is already the whole answer (status, nothing to write), or the negative
  * code also stored in res->error.
  */
-int patch_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
+int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
+		struct procfs_mapping *maps, size_t nmaps, const struct patch_pin *pin,
 		unsigned action, uint32_t deadline_ms, struct proto_result *res,
 		struct patch_job **ret);
 

@@ -158,7 +158,7 @@ static void fill_risk(const struct facts *f, int bound, struct proto_result *res
 	}
 }
 
-void report_fill(pid_t via, struct proto_result *res)
+void report_fill(pid_t via, const struct report_known *known, struct proto_result *res)
 {
 	const char *objects[PROTO_MAX_SITES], *preload = NULL;
 	struct facts f;
@@ -168,8 +168,21 @@ void report_fill(pid_t via, struct proto_result *res)
 
 	res->uid = PROTO_UID_UNKNOWN;
 	res->risk = PROTO_RISK_UNKNOWN;
-	if (facts_read(via, FACTS_UID | FACTS_EXE | FACTS_CMDLINE | FACTS_OBJECTS, &f) < 0)
+	if (facts_read(via, known ? FACTS_CMDLINE : FACTS_UID | FACTS_EXE | FACTS_CMDLINE | FACTS_OBJECTS,
+		       &f) < 0)
 		goto out;
+	if (known) {
+		size_t n = strlen(known->exe);
+
+		/* As facts_read() does: a replaced executable's path is its name. */
+		if (n > 10 && !strcmp(known->exe + n - 10, " (deleted)"))
+			n -= 10;
+		snprintf(f.exe, sizeof(f.exe), "%.*s", (int)n, known->exe);
+		f.p.uid = known->uid;
+		f.p.objects = known->objects;
+		f.p.nobjects = known->nobjects;
+		f.objects_read = true;
+	}
 	/* The real uid is the process's, whichever thread we read it through. */
 	res->uid = f.p.uid;
 	snprintf(res->command, sizeof(res->command), "%s", f.cmdline);

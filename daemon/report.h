@@ -13,12 +13,21 @@
 
 #include "../proto/proto.h"
 
+/* What the operation read of the process already, so the report need not read it again. */
+struct report_known {
+	uid_t uid;                       /* the real uid, from status */
+	const char *exe;                 /* /proc/PID/exe as read (" (deleted)" may follow) */
+	const char *const *objects;      /* the distinct files it maps, in map order */
+	size_t nobjects;
+};
+
 /*
  * Fills res->uid, command, risk, reason, warnings and the sites'
- * PROTO_SITE_BOUND flag, reading the process through via (a live task of it).
- * res->sites must already hold the process's definitions.
+ * PROTO_SITE_BOUND flag, reading the process through via (a live task of
+ * it), but for what known says (NULL: read everything).  res->sites must
+ * already hold the process's definitions.
  */
-void report_fill(pid_t via, struct proto_result *res);
+void report_fill(pid_t via, const struct report_known *known, struct proto_result *res);
 
 /*
  * The pure part of the bound-site rule (PROTOCOL.md, "Which definition
