@@ -88,6 +88,10 @@ struct attempt {
 	const struct timespec *deadline;  /* the request's */
 	struct timespec stop_by;          /* this attempt's stop wait ends here */
 	uint64_t pause_us, check_us;
+	/* This attempt's bytes to change, for every thread's check. */
+	struct stackcheck_span spans[PROTO_MAX_SITES];
+	size_t nspans;
+	size_t checked_early;             /* threads checked while others were stopping */
 	char *why;
 	size_t why_len;
 };
@@ -183,48 +187,84 @@ static pid_t first_stopped(const struct ptrace_world *w)
 	return 0;
 }
 
+/* The bytes this attempt changes: what no thread may be in, or return into. */
+static void plan_spans(struct attempt *a)
+{
+	a->nspans = 0;
+	for (size_t i = 0; i < a->sites->n && a->nspans < PROTO_MAX_SITES; i++) {
+		const struct site *s = &a->sites->v[i];
+
+		if (!needs_write(a, s))
+			continue;
+		a->spans[a->nspans].lo = site_word_addr(s);
+		a->spans[a->nspans].hi = site_word_addr(s) + s->plan.len;
+		a->nspans++;
+	}
+	a->check_us = 0;
+	a->checked_early = 0;
+}
+
+/*
+ * Step 4d for one stopped thread.  A stack we could not read is treated
+ * like a busy one: retry.
+ */
+static int check_thread(struct attempt *a, const struct ptrace_task *t)
+{
+	struct stackcheck_hit hit;
+	struct timespec t0, t1;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = stackcheck_thread(a->sc, t->tid, &t->regs, a->spans, a->nspans, &hit);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	a->check_us += timespec_diff_us(&t0, &t1);
+	if (r == -BTG_ERR_BUSY)
+		snprintf(a->why, a->why_len,
+			 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
+			 hit.tid, hit.by_scan ? "has on its stack (a return address or a signal frame's PC)" :
+			 hit.frame == 0 ? "is executing at" : "will return to", hit.pc);
+	else if (r < 0)
+		snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
+			 t->tid, strerror(-r));
+	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
+}
+
+/*
+ * ptrace.c's on_stop hook: a thread is checked the moment it stops, while
+ * the others are still stopping.  That is as good as checking it once all
+ * are stopped: it stays stopped until the world is resumed, so its
+ * registers cannot change, and its stack is changed only by itself (a
+ * return address or a signal frame is written by the thread that owns it
+ * or by the kernel for it; coroutine libraries switch stacks only on the
+ * thread they belong to).  A hit ends the stop at once.
+ */
+static int check_on_stop(void *ctx, const struct ptrace_task *t)
+{
+	struct attempt *a = ctx;
+	int r = check_thread(a, t);
+
+	if (r == 0)
+		a->checked_early++;
+	return r;
+}
+
+/* Step 4d for the threads the hook did not see (their registers were read later). */
 static int check_threads(struct attempt *a, const struct ptrace_world *w)
 {
-	struct stackcheck_span spans[PROTO_MAX_SITES];
-	size_t nspans = 0;
-	struct stackcheck *sc = a->sc;
-	struct timespec t0, t1;
 	size_t walked, scanned;
 	uint64_t scan_bytes;
 	int r = 0;
 
-	for (size_t i = 0; i < a->sites->n && nspans < PROTO_MAX_SITES; i++) {
-		const struct site *s = &a->sites->v[i];
-		if (!needs_write(a, s))
-			continue;
-		spans[nspans].lo = site_word_addr(s);
-		spans[nspans].hi = site_word_addr(s) + s->plan.len;
-		nspans++;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (size_t i = 0; r == 0 && i < w->n; i++) {
 		const struct ptrace_task *t = &w->tasks[i];
-		struct stackcheck_hit hit;
 
-		if (!t->stopped || t->gone)
-			continue;
-		r = stackcheck_thread(sc, t->tid, &t->regs, spans, nspans, &hit);
-		if (r == -BTG_ERR_BUSY)
-			snprintf(a->why, a->why_len,
-				 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
-				 hit.tid, hit.by_scan ? "has on its stack (a return address or a signal frame's PC)" :
-				 hit.frame == 0 ? "is executing at" : "will return to", hit.pc);
-		else if (r < 0)
-			snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
-				 t->tid, strerror(-r));
+		if (t->stopped && !t->gone && !t->checked)
+			r = check_thread(a, t);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	a->check_us = timespec_diff_us(&t0, &t1);
-	stackcheck_stats(sc, &walked, &scanned, &scan_bytes);
-	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, check took %" PRIu64 " us",
-		a->pid, scanned, scan_bytes, walked, a->check_us);
-	/* A stack we could not read is treated like a busy one: retry. */
-	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
+	stackcheck_stats(a->sc, &walked, &scanned, &scan_bytes);
+	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, %zu of them as soon as they stopped; checks took %" PRIu64 " us",
+		a->pid, scanned, scan_bytes, walked, a->checked_early, a->check_us);
+	return r;
 }
 
 /* Step 4g: writes every planned site, verifying each; undoes all on a mismatch. */
@@ -408,9 +448,13 @@ static int attempt_once(struct attempt *a)
 
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
+	struct ptrace_on_stop hook = { .fn = check_on_stop, .ctx = a };
+
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
 	stackcheck_preload(a->sc);   /* step 4b: the unwind headers, outside the pause */
-	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, a->why, a->why_len);
+	plan_spans(a);
+	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, &hook, a->why,
+			    a->why_len);
 	if (r < 0)
 		return r;
 	r = stop_late_sharers(a, &w);

@@ -259,16 +259,19 @@ static void task_record(struct ptrace_world *w, struct ptrace_task *t, int statu
 }
 
 static bool follow_stash(pid_t tid, int status);
+static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t);
 
 /* Records one wait status; statuses of tasks not in w go to a follower or the orphans. */
 static void task_status(struct ptrace_world *w, pid_t tid, int status)
 {
 	struct ptrace_task *t = task_find(w, tid);
 
-	if (t)
+	if (t) {
 		task_record(w, t, status);
-	else if (!follow_stash(tid, status))
+		task_stopped_hook(w, t);
+	} else if (!follow_stash(tid, status)) {
 		orphan_status(tid, status);
+	}
 }
 
 static size_t count_pending(const struct ptrace_world *w)
@@ -313,6 +316,31 @@ static void collect_ready(struct ptrace_world *w)
 	}
 }
 
+static int read_regs(pid_t tid, arch_regs_t *regs);
+
+/*
+ * The world's hook, for a task that has just stopped: its registers now,
+ * then the caller's check.  Nothing for an attempt that is ending anyway
+ * (an exec, a hook that refused already); a task whose registers cannot
+ * be read is left to read_all_regs(), which knows what that means.
+ */
+static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t)
+{
+	int r;
+
+	if (!w->on_stop.fn || !t->stopped || t->gone || t->have_regs || w->on_stop_err ||
+	    w->exec_seen || w->exec_sharer)
+		return;
+	if (read_regs(t->tid, &t->regs) < 0)
+		return;
+	t->have_regs = true;
+	r = w->on_stop.fn(w->on_stop.ctx, t);
+	if (r < 0)
+		w->on_stop_err = r;
+	else
+		t->checked = true;
+}
+
 /*
  * Collects wait statuses until no seized task is pending or the deadline
  * passes.  Each task is waited for by its own TID: waitpid(-1) makes the
@@ -336,6 +364,7 @@ static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadli
 
 			if (r > 0) {
 				task_record(w, t, status);
+				task_stopped_hook(w, t);
 			} else if (r < 0 && errno == ECHILD) {
 				/* Reaped already, or its TID changed in an exec. */
 				w->pending--;
@@ -589,6 +618,10 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 			r = -BTG_ERR_EXEC;
 			goto out_resume;
 		}
+		if (w->on_stop_err) {
+			r = w->on_stop_err;   /* why is the hook's */
+			goto out_resume;
+		}
 		if (w->exec_sharer) {
 			/* It left the address space: the next attempt will not see it. */
 			snprintf(why, why_len, "process %d, which shared the memory, called execve() while being stopped",
@@ -628,13 +661,16 @@ out_resume:
 }
 
 int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, size_t nsharers,
-		    const struct timespec *deadline, char *why, size_t why_len)
+		    const struct timespec *deadline, const struct ptrace_on_stop *on_stop,
+		    char *why, size_t why_len)
 {
 	sigset_t chld;
 	int r;
 
 	memset(w, 0, sizeof(*w));
 	w->pid = pid;
+	if (on_stop)
+		w->on_stop = *on_stop;
 	w->groups[w->ngroups++] = pid;
 	w->sigchld_fd = -1;
 	sigemptyset(&chld);

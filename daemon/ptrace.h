@@ -34,7 +34,21 @@ struct ptrace_task {
 	bool  job_stopped;   /* it was (or became) job-control stopped */
 	int   resume_sig;    /* signal caught in signal-delivery-stop, re-injected on detach */
 	bool  have_regs;     /* regs below were read */
+	bool  checked;       /* the world's on_stop hook passed it (see below) */
 	arch_regs_t regs;
+};
+
+/*
+ * Called for each task of a world as soon as it has stopped and its
+ * registers are read, while the world's other tasks may still be on
+ * their way to their stops: the caller's check of that task starts at
+ * once instead of after the last one stopped.  0 marks the task checked;
+ * a negative code ends the stop (the world is resumed and ptrace_stop_all
+ * or ptrace_stop_more returns it, the hook having written why).
+ */
+struct ptrace_on_stop {
+	int (*fn)(void *ctx, const struct ptrace_task *t);
+	void *ctx;
 };
 
 /* Processes held together: the target and those sharing its address space. */
@@ -52,6 +66,8 @@ struct ptrace_world {
 	sigset_t saved_mask;
 	bool mask_saved;
 	bool exec_seen;          /* a task of the target reported PTRACE_EVENT_EXEC */
+	struct ptrace_on_stop on_stop;   /* fn NULL: none */
+	int on_stop_err;         /* what the hook returned, ending the stop */
 	pid_t exec_sharer;       /* a process sharing the memory that exec'd (it left) */
 	/* CLOCK_MONOTONIC: the first stop request, the moment every task was
 	 * stopped (last), the first and the last detach. */
@@ -77,7 +93,8 @@ uint64_t ptrace_world_pause_us(const struct ptrace_world *w);
  * processes that share its memory, re-listing /proc/PID/task until no new
  * thread appears, and waits (until deadline, CLOCK_MONOTONIC) for each to
  * stop.  Threads that exit meanwhile are dropped, as are sharers that exit.
- * Register sets are read for every stopped thread.
+ * Register sets are read for every stopped thread, and on_stop (NULL:
+ * none) is called for each as soon as it stopped.
  *
  * On failure the world is already resumed (nothing left stopped) and the
  * error says why: -BTG_ERR_TRACED (why names the tracer), -BTG_ERR_GONE,
@@ -87,11 +104,13 @@ uint64_t ptrace_world_pause_us(const struct ptrace_world *w);
  * On success the caller must call ptrace_resume_all().
  */
 int ptrace_stop_all(struct ptrace_world *w, pid_t pid, const pid_t *sharers, size_t nsharers,
-		    const struct timespec *deadline, char *why, size_t why_len);
+		    const struct timespec *deadline, const struct ptrace_on_stop *on_stop,
+		    char *why, size_t why_len);
 
 /*
- * Adds processes sharing the memory to a stopped world and stops them too.
- * On failure the whole world is resumed, as ptrace_stop_all does.
+ * Adds processes sharing the memory to a stopped world and stops them too
+ * (the world's on_stop hook sees their tasks as well).  On failure the
+ * whole world is resumed, as ptrace_stop_all does.
  */
 int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nsharers,
 		     const struct timespec *deadline, char *why, size_t why_len);

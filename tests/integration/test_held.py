@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, thread_problems,
-                      wait_threads_running)
+from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, guard_ok,
+                      thread_problems, wait_threads_running)
 from test_ptrace_faults import faulty_daemon
 
 HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")
@@ -145,3 +145,19 @@ def test_signals_racing_the_stop_are_not_lost(daemon, victim):
         assert time.monotonic() < deadline, f"{sent - got} of {sent} signals lost"
         time.sleep(0.05)
     v.assert_alive()
+
+
+CHECKED = re.compile(r"process (\d+): (\d+) threads scanned \(\d+ stack bytes\), \d+ also walked, "
+                     r"(\d+) of them as soon as they stopped")
+
+
+def test_each_thread_is_checked_as_soon_as_it_stops(daemon, victim):
+    """The activeness check of a thread runs the moment that thread stops
+    (while later ones are still stopping), not after the last one did: every
+    thread of an idle process is checked through the stop's hook."""
+    v = victim("idle", 7)
+    guard_ok(daemon, v.pid)
+    found = [m for m in CHECKED.finditer(daemon.log()) if int(m.group(1)) == v.pid]
+    assert found, daemon.log()[-3000:]
+    scanned, early = int(found[-1].group(2)), int(found[-1].group(3))
+    assert scanned == 8 and early == scanned, found[-1].group(0)
