@@ -126,11 +126,11 @@ MUTANTS = [
      ["test_select.py::test_at_risk_report_exit_status_and_prometheus"]),
     ("a thread checked as it stops is taken as clear without a look", "daemon/patch.c",
      [("\tint r = check_thread(a, t);\n\n\tif (r == 0)\n\t\ta->checked_early++;",
-       "\tint r = 0;\n\n\tif (r == 0)\n\t\ta->checked_early++;")],
+       "\tint r = t ? 0 : 0;\n\n\tif (r == 0)\n\t\ta->checked_early++;")],
      ["test_sigframes.py"]),
     ("the stop's hook never set (every check after the last stop)", "daemon/patch.c",
      [("\tstruct ptrace_on_stop hook = { .fn = check_on_stop, .ctx = a };",
-       "\tstruct ptrace_on_stop hook = { .fn = NULL, .ctx = a };")],
+       "\tstruct ptrace_on_stop hook = { .fn = 0 ? check_on_stop : NULL, .ctx = a };")],
      ["test_held.py::test_each_thread_is_checked_as_soon_as_it_stops"]),
     # -- the auto-guard policy --
     ("exclusions ignored", "daemon/policy.c",
