@@ -60,6 +60,11 @@ def test_service_contract(units):
     assert not re.search(r"^ProcSubset=(?!all$)", service, re.M)
     # ptrace must survive the system call filter.
     assert re.search(r"^SystemCallFilter=.*@debug", service, re.M)
+    # The policy's exec events: the kernel's proc connector answers only
+    # sockets of the host's network namespace, over AF_NETLINK; no IP at all.
+    assert not re.search(r"^PrivateNetwork=(yes|true|1)$", service, re.M)
+    assert re.search(r"^RestrictAddressFamilies=AF_UNIX AF_NETLINK$", service, re.M)
+    assert re.search(r"^IPAddressDeny=any$", service, re.M)
     # Enabled at boot for the policy, it brings the socket it requires along;
     # a reload goes through btguardctl reload.
     assert re.search(r"^WantedBy=multi-user.target$", service, re.M)
