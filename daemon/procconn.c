@@ -80,7 +80,7 @@ static int read_ack(int fd, char *why, size_t why_len)
 		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 		const struct nlmsghdr *nh = (const void *)buf;
 		const struct cn_msg *cn;
-		const struct proc_event *ev;
+		struct proc_event ev;
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			snprintf(why, why_len, "the proc connector did not answer (btguardd is not in the "
@@ -91,16 +91,18 @@ static int read_ack(int fd, char *why, size_t why_len)
 			snprintf(why, why_len, "reading the proc connector's answer: %s", strerror(errno));
 			return -errno;
 		}
-		if ((size_t)n < NLMSG_LENGTH(sizeof(*cn) + sizeof(*ev)) || !NLMSG_OK(nh, (size_t)n))
+		if ((size_t)n < NLMSG_LENGTH(sizeof(*cn) + sizeof(ev)) || !NLMSG_OK(nh, (size_t)n))
 			continue;
 		cn = NLMSG_DATA(nh);
-		ev = (const void *)cn->data;
-		if (cn->len < sizeof(*ev) || ev->what != PROC_EVENT_NONE || cn->ack != SEQ_LISTEN + 1)
+		if (cn->len < sizeof(ev))
+			continue;
+		memcpy(&ev, cn->data, sizeof(ev));   /* 4-aligned in the message: see procconn_parse() */
+		if (ev.what != PROC_EVENT_NONE || cn->ack != SEQ_LISTEN + 1)
 			continue;   /* an event, or somebody else's acknowledgement */
-		if (ev->event_data.ack.err) {
+		if (ev.event_data.ack.err) {
 			snprintf(why, why_len, "the proc connector refused the subscription: %s",
-				 strerror((int)ev->event_data.ack.err));
-			return -(int)ev->event_data.ack.err;
+				 strerror((int)ev.event_data.ack.err));
+			return -(int)ev.event_data.ack.err;
 		}
 		return 0;
 	}
@@ -170,7 +172,7 @@ size_t procconn_parse(const void *buf, size_t len, pid_t *pids, size_t max, size
 	/* NLMSG_OK checks the header and that nlmsg_len fits what is left. */
 	for (; NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
 		const struct cn_msg *cn;
-		const struct proc_event *ev;
+		struct proc_event ev;
 
 		if (nh->nlmsg_type == NLMSG_ERROR || nh->nlmsg_type == NLMSG_NOOP)
 			continue;
@@ -178,14 +180,19 @@ size_t procconn_parse(const void *buf, size_t len, pid_t *pids, size_t max, size
 			continue;
 		cn = NLMSG_DATA(nh);
 		if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
-		    cn->len < sizeof(*ev) ||
-		    nh->nlmsg_len < NLMSG_LENGTH(sizeof(*cn) + sizeof(*ev)))
+		    cn->len < sizeof(ev) ||
+		    nh->nlmsg_len < NLMSG_LENGTH(sizeof(*cn) + sizeof(ev)))
 			continue;
-		ev = (const void *)cn->data;
-		if (ev->what != PROC_EVENT_EXEC)
+		/*
+		 * The event follows the 20-byte cn_msg, so it is only 4-aligned
+		 * in the datagram, and struct proc_event wants 8 (its time
+		 * stamp): copied out, not read in place.
+		 */
+		memcpy(&ev, cn->data, sizeof(ev));
+		if (ev.what != PROC_EVENT_EXEC)
 			continue;
 		if (*n < max)
-			pids[(*n)++] = ev->event_data.exec.process_tgid;
+			pids[(*n)++] = ev.event_data.exec.process_tgid;
 		else
 			dropped++;
 		if (nh->nlmsg_type == NLMSG_DONE)
