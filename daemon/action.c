@@ -724,7 +724,8 @@ static int action_end(struct action_job *j, int r)
 		/* Authorized: the report may say what the process is.  If it has
 		 * gone meanwhile, the pin says so and nothing is reported. */
 		via = j->via;
-		if ((j->via_fresh || procfs_live_task(t->ours, &via) == 0) && still_pinned(t)) {
+		if (((j->via && j->via_fresh) || procfs_live_task(t->ours, &via) == 0) &&
+		    still_pinned(t)) {
 			struct report_known known = {
 				.uid = j->uid, .exe = j->exe,
 				.objects = j->objects ? j->objects->p.objects : NULL,
