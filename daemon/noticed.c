@@ -65,6 +65,16 @@ bool noticed_take(struct noticed *t, pid_t pid, uint64_t start, uint64_t objects
 	return same;
 }
 
+bool noticed_forget(struct noticed *t, pid_t pid)
+{
+	struct noticed_entry *e = find(t, pid);
+
+	if (!e)
+		return false;
+	noticed_drop(t, e);
+	return true;
+}
+
 void noticed_drop(struct noticed *t, struct noticed_entry *e)
 {
 	*e = t->v[--t->n];

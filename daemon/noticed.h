@@ -54,6 +54,13 @@ uint64_t noticed_next_ms(const struct noticed *t);
  */
 bool noticed_take(struct noticed *t, pid_t pid, uint64_t start, uint64_t objects);
 
+/*
+ * The sweep asks the policy about pid itself now: an entry still waiting
+ * for its look is dropped, so the program is asked about once.  True when
+ * there was one.
+ */
+bool noticed_forget(struct noticed *t, pid_t pid);
+
 /* Forgets entry e. */
 void noticed_drop(struct noticed *t, struct noticed_entry *e);
 

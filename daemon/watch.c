@@ -470,6 +470,33 @@ static int keep(struct watch *w, const struct proc *p)
 	return 0;
 }
 
+static const struct proc *find_proc(const struct proc *v, size_t n, pid_t pid)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].pid == pid)
+			return &v[mid];
+		if (v[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects)
+{
+	/* Both tables are in PID order: the sweep walks /proc's sorted list. */
+	const struct proc *p = w->sweeping ? find_proc(w->fresh, w->nfresh, pid) : NULL;
+
+	if (!p)
+		p = find_proc(w->table, w->ntable, pid);
+	return p && p->start == start && p->objects == objects;
+}
+
 /* The last sweep's entry for pid, if any (the merge walks both lists in order). */
 static struct proc *old_entry(struct watch *w, pid_t pid)
 {
@@ -596,6 +623,8 @@ static void sweep_one(struct watch *w, pid_t pid)
 		keep(w, &now);
 		return;
 	}
+	/* The sweep came first: its look at the exec is not needed any more. */
+	noticed_forget(w->noticed, pid);
 	if (again)
 		again->due = false;
 	rule = w->facts->state == 'Z' || w->facts->state == 'X' ? NULL :

@@ -98,6 +98,13 @@ uint64_t watch_objects_hash(const struct facts *f);
 /* One request for rule i's candidates (pids, n of them), as root, named by the rule (watch.c). */
 void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
 
+/*
+ * Whether the sweep asked the policy about this very program already
+ * (pid with this start time and objects hash, in the sweep under way or
+ * the last one): a look at its exec would ask twice (watch.c).
+ */
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects);
+
 /* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
 void watch_events_sync(struct watch *w);
 

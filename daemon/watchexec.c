@@ -69,6 +69,10 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
 	e->asked_ms = now;
 	e->start = st.starttime;
 	e->objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
+	if (watch_sweep_asked(w, pid, e->start, e->objects)) {
+		facts_free(w->facts);
+		return;   /* the sweep came between its exec and this look */
+	}
 	rule = policy_match(w->policy, &w->facts->p);
 	facts_free(w->facts);
 	if (!rule)

@@ -120,9 +120,14 @@ static void noticed_looks_in_due_order_and_dedupes(void **state)
 	assert_int_equal(noticed_next_ms(&t), 120);
 	assert_true(noticed_take(&t, 11, 5, 77));
 	assert_false(noticed_take(&t, 11, 5, 77));
-	/* Not asked yet (still waiting for its loader): the sweep asks. */
+	/* Not asked yet (still waiting for its loader): the sweep asks, and
+	 * then the look is not made too. */
 	assert_false(noticed_take(&t, 10, 1, 2));
 	assert_int_equal(t.n, 1);
+	assert_true(noticed_forget(&t, 10));
+	assert_false(noticed_forget(&t, 10));
+	assert_int_equal(t.n, 0);
+	assert_null(noticed_due(&t, UINT64_MAX));
 }
 
 static void noticed_sees_a_different_program(void **state)
