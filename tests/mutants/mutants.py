@@ -85,9 +85,11 @@ MUTANTS = [
      [("\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\t/*\n\t * The addresses its registers hold first",
        "\tmemset(hit, 0, sizeof(*hit));\n\thit->tid = tid;\n\treturn 0;\n\t/*\n\t * The addresses its registers hold first")],
      ["test_sigframes.py"]),
-    ("no resume after a busy answer", "daemon/patch.c",
-     [("\tr2 = ptrace_resume_all(&w);\n\ta->pause_us",
-       "\tr2 = r == -BTG_ERR_BUSY ? 0 : ptrace_resume_all(&w);\n\ta->pause_us")],
+    # A busy thread is found by the check that runs as each thread stops
+    # (the stop's hook), so the world is resumed in ptrace.c's stop_groups.
+    ("no resume after a busy answer", "daemon/ptrace.c",
+     [("\t\t\tr = w->on_stop_err;   /* why is the hook's */\n\t\t\tgoto out_resume;",
+       "\t\t\tr = w->on_stop_err;   /* why is the hook's */\n\t\t\treturn r;")],
      ["test_sigframes.py"]),
     ("authorization by effective uid only", "daemon/auth.c",
      [("\tfor (int i = 0; i < 3; i++)\n\t\tif (st->uid[i] != caller->uid)",
