@@ -16,10 +16,28 @@ static struct noticed_entry *find(struct noticed *t, pid_t pid)
 	return NULL;
 }
 
+/*
+ * A full table gives up the entry asked about longest ago: what it holds
+ * only spares the sweep a question (with a long interval the sweep may be
+ * an hour away, and the table must not fill with those).  Entries still
+ * waiting for their look are never given up.
+ */
+static struct noticed_entry *oldest_asked(struct noticed *t)
+{
+	struct noticed_entry *old = NULL;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].asked && (!old || t->v[i].asked_ms < old->asked_ms))
+			old = &t->v[i];
+	return old;
+}
+
 bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms)
 {
 	struct noticed_entry *e = find(t, pid);
 
+	if (!e && t->n == NOTICED_MAX)
+		e = oldest_asked(t);
 	if (!e) {
 		if (t->n == NOTICED_MAX) {
 			t->dropped++;

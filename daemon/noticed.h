@@ -38,7 +38,11 @@ struct noticed {
 	uint64_t dropped;       /* exec events that found the table full, since start */
 };
 
-/* pid exec'd: look at it at due_ms (again, if it was already there).  false when full. */
+/*
+ * pid exec'd: look at it at due_ms (again, if it was already there).  A
+ * full table makes room by forgetting the entry asked about longest ago;
+ * false when every entry still waits for its look.
+ */
 bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms);
 
 /* The entry due first among those not asked yet, if it is due by now_ms; else NULL. */

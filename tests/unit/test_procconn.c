@@ -158,6 +158,15 @@ static void noticed_is_bounded_and_pruned(void **state)
 		assert_true(noticed_add(&t, p, 0));
 	assert_false(noticed_add(&t, 999999, 0));
 	assert_int_equal(t.dropped, 1);
+	/* Asked entries make room, the one asked longest ago first. */
+	t.v[7] = (struct noticed_entry){ .pid = t.v[7].pid, .asked = true, .asked_ms = 9 };
+	t.v[3] = (struct noticed_entry){ .pid = t.v[3].pid, .asked = true, .asked_ms = 4 };
+	assert_true(noticed_add(&t, 999999, 0));
+	assert_int_equal(t.v[3].pid, 999999);
+	assert_false(t.v[3].asked);
+	assert_int_equal(t.n, NOTICED_MAX);
+	t.v[3] = (struct noticed_entry){ .pid = 4 };   /* as it was, for what follows */
+	t.v[7] = (struct noticed_entry){ .pid = 8 };
 	for (size_t i = 0; i < t.n; i++)
 		if (t.v[i].pid % 2)
 			t.v[i] = (struct noticed_entry){ .pid = t.v[i].pid, .asked = true, .asked_ms = 5 };
