@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from conftest import (BTGUARDD, BUILD, REPO, Daemon, check_daemon_exit,
-                      wait_threads_running)
+from conftest import BTGUARDD, BUILD, REPO, running_daemon, wait_threads_running
 
 SYSTEMD_DIR = REPO / "systemd"
 
@@ -94,15 +93,19 @@ def unit_capabilities():
     return [c[len("CAP_"):].lower() for c in caps]
 
 
-def test_unit_capabilities_suffice(victim, test_user):
-    """The daemon, holding only the unit's CapabilityBoundingSet (and
-    no_new_privs), guards and unguards another user's process as root."""
+def unit_bounded(**kw):
+    """A daemon holding only the unit's CapabilityBoundingSet, and no_new_privs."""
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv not installed")
     bounding = "-all," + ",".join("+" + c for c in unit_capabilities())
-    d = Daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--no-new-privs"])
-    try:
-        d.wait_ready()
+    return running_daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--no-new-privs"],
+                          **kw)
+
+
+def test_unit_capabilities_suffice(victim, test_user):
+    """The daemon, holding only the unit's CapabilityBoundingSet (and
+    no_new_privs), guards and unguards another user's process as root."""
+    with unit_bounded() as d:
         v = victim.bt_loop(4, user=test_user)
         for action, state in (("status", "unguarded"), ("guard", "guarded"),
                               ("unguard", "unguarded")):
@@ -110,18 +113,11 @@ def test_unit_capabilities_suffice(victim, test_user):
             assert [(x["ok"], x["state"]) for x in r.results] == [(True, state)], r
             wait_threads_running(v.pid)
         v.assert_alive()
-    finally:
-        rc, log = d.stop()
-        shutil.rmtree(d.dir, ignore_errors=True)
-        print(log[-4000:])
-    check_daemon_exit(rc, log)
 
 
 def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
     """The policy's sweep, with only the unit's capabilities, reads another
     user's process and guards it (its maps need CAP_SYS_PTRACE)."""
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv not installed")
     v = victim.bt_loop(4, user=test_user)
     conf = tmp_path / "btguardd.conf"
     # The test's own copy of the victim, by its full path: nobody else's process.
@@ -129,11 +125,7 @@ def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
     conf.write_text(f"[watch]\ninterval = 200ms\n[rule one]\naction = guard\n"
                     f"exe = {exe}\nuser = {test_user[0]}\n")
     os.chmod(tmp_path, 0o755)
-    bounding = "-all," + ",".join("+" + c for c in unit_capabilities())
-    d = Daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--no-new-privs"],
-               args=("--config", str(conf)))
-    try:
-        d.wait_ready()
+    with unit_bounded(args=("--config", str(conf))) as d:
         deadline = time.monotonic() + 10
         while d.ctl("status", v.pid, check=0).results[0]["state"] != "guarded":
             assert time.monotonic() < deadline, d.log()[-4000:]
@@ -146,8 +138,3 @@ def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
         else:
             assert "before Linux 6.6 this needs CAP_NET_ADMIN" in d.log(), d.log()[-4000:]
         v.assert_alive()
-    finally:
-        rc, log = d.stop()
-        shutil.rmtree(d.dir, ignore_errors=True)
-        print(log[-4000:])
-    check_daemon_exit(rc, log)
