@@ -81,6 +81,14 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
 	watch_submit(w, (size_t)(rule - w->policy->rules), &pid, 1);
 }
 
+/* Closes the socket; server.c sees the generation change and forgets it. */
+static void events_stop(struct watch *w)
+{
+	procconn_close(w->events_fd);
+	w->events_fd = -1;
+	w->events_gen++;
+}
+
 void watch_events_sync(struct watch *w)
 {
 	bool want = watch_active(w) && w->policy->exec_events;
@@ -88,9 +96,7 @@ void watch_events_sync(struct watch *w)
 	int fd;
 
 	if (!want && w->events_fd >= 0) {
-		procconn_close(w->events_fd);
-		w->events_fd = -1;
-		w->events_gen++;
+		events_stop(w);
 		log_msg(LOG_INFO, "exec events: no longer listening (the policy does not want them)");
 	}
 	if (!want || w->events_fd >= 0)
@@ -113,8 +119,8 @@ void watch_events_sync(struct watch *w)
 
 void watch_events_close(struct watch *w)
 {
-	procconn_close(w->events_fd);
-	w->events_fd = -1;
+	if (w->events_fd >= 0)
+		events_stop(w);
 }
 
 uint64_t watch_events_next_ms(const struct watch *w)
@@ -142,9 +148,7 @@ void watch_events(struct watch *w, uint64_t now)
 	if (r < 0) {
 		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
 			strerror(-r));
-		procconn_close(w->events_fd);
-		w->events_fd = -1;
-		w->events_gen++;
+		events_stop(w);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
