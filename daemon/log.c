@@ -158,10 +158,16 @@ static const char *action_message_id(const struct proto_result *res)
 	return NULL;
 }
 
-static int action_priority(const struct proto_result *res)
+/*
+ * A rule's guard that wrote nothing is no event: the policy asks again
+ * about every process after a reload, and about one whose mappings
+ * changed, and a node's journal must not fill with "already guarded".
+ * A client's request is always recorded: someone asked.
+ */
+static int action_priority(const struct auth_caller *caller, const struct proto_result *res)
 {
 	if (res->error == BTG_OK)
-		return LOG_INFO;
+		return caller->rule && !(res->flags & PROTO_RESULT_WROTE) ? LOG_DEBUG : LOG_INFO;
 	if (res->error == BTG_ERR_DENIED)
 		return LOG_WARNING;
 	return LOG_NOTICE;
@@ -177,7 +183,7 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 	const char *state = proto_proc_state_name(res->state);
 	const char *error = res->error ? proto_error_name(res->error) : "";
 	bool wrote = res->flags & PROTO_RESULT_WROTE;
-	int priority = action_priority(res);
+	int priority = action_priority(caller, res);
 	const char *message_id = action_message_id(res);
 
 	if (priority > log_max_priority)

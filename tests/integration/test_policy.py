@@ -102,6 +102,12 @@ def wait_state(d, pid, want, within):
         time.sleep(0.02)
 
 
+def rule_records(d, pid, rule, level="info"):
+    """The daemon's records of rule's guards of pid, at this log level."""
+    return [ln for ln in d.log().splitlines()
+            if ln.startswith(f"btguardd: {level}: guard pid={pid} ") and f" by rule {rule} " in ln]
+
+
 def rules(d):
     return {r["rule"]: r for r in d.ctl("policy", check=0).results}
 
@@ -127,9 +133,7 @@ def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, 
         check_noticing(d, exec_events)
         # One journal line for the automatic action, naming its rule: a
         # process taken at its exec is not asked about again by the sweep.
-        lines = [ln for ln in d.log().splitlines()
-                 if f"guard pid={risky.pid} " in ln and "by rule torch" in ln]
-        assert len(lines) == 1, d.log()[-3000:]
+        assert len(rule_records(d, risky.pid, "torch")) == 1, d.log()[-3000:]
         r = rules(d)["torch"]
         assert r["hits"] == 1 and r["last_pids"] == [risky.pid], r
         assert r["kind"] == "guard" and r["match"] == f"at-risk cmdline=*{token}*", r
@@ -287,6 +291,25 @@ def test_first_sweep_takes_processes_already_running(tmp, victim, token):
 
 
 # ----------------------------------------------------------------- reload --
+
+def test_a_reload_asks_again_but_records_only_what_it_did(tmp, victim, token):
+    """After a reload every process is asked about again; one guarded
+    already is no action: one record at info, the re-check at debug only."""
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule again]\naction = guard\ncmdline = *{token}*\n")
+    with policy_daemon(conf) as d:
+        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        wait_state(d, v.pid, "guarded", 10)
+        d.ctl("reload", check=0)
+        deadline = time.monotonic() + 10
+        while not rule_records(d, v.pid, "again", "debug"):
+            assert time.monotonic() < deadline, d.log()[-3000:]
+            time.sleep(0.05)
+        [line] = rule_records(d, v.pid, "again")
+        assert ": ok state=guarded wrote " in line, line
+        assert "unchanged" in rule_records(d, v.pid, "again", "debug")[0]
+        assert rules(d)["again"]["hits"] == 1
+
 
 def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, token):
     conf = tmp / "btguardd.conf"
