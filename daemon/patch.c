@@ -417,6 +417,8 @@ static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
 		}
 		if (added == 0)
 			break;
+		log_msg(LOG_DEBUG, "process %d: %zu process(es) sharing its memory found once it was stopped",
+			a->pid, added);
 		r = authorize_sharers(a, a->vs.n - added);
 		if (r < 0) {
 			ptrace_resume_all(w);

@@ -34,6 +34,7 @@
 #include "queue.h"
 #include "server.h"
 #include "timeutil.h"
+#include "vmshare.h"
 #include "watch.h"
 #include "watchdog.h"
 
@@ -365,6 +366,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 static void server_fini(struct server *srv)
 {
 	watch_free(srv->watch);
+	vmshare_forget_listing();
 	conn_set_fini(&srv->conns);
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);

@@ -15,6 +15,13 @@
  * needs to compare only the PIDs that were not there the first time (an
  * address space is never joined after a process is created: exec leaves
  * it, nothing enters it).
+ *
+ * Listing /proc walks every task on the node, and a request for many
+ * targets would list it twice per target.  So the newest listing - often
+ * the previous target's second one - serves the next scan while it is
+ * young: the scan still compares each of its processes now, and whatever
+ * was born since is not in it, so the second listing compares it.  What
+ * the scan misses by the listing's age the rescan finds, inside the pause.
  */
 #include <errno.h>
 #include <linux/kcmp.h>
@@ -24,7 +31,64 @@
 #include <unistd.h>
 
 #include "procfs.h"
+#include "timeutil.h"
 #include "vmshare.h"
+
+struct vmshare_listing {
+	unsigned refs;
+	uint64_t at_us;        /* CLOCK_MONOTONIC, when it was read */
+	pid_t *v;              /* sorted: /proc lists in PID order */
+	size_t n;
+};
+
+/* The newest listing, for the next scan; held by a reference of its own. */
+static struct vmshare_listing *newest;
+
+static void listing_put(struct vmshare_listing *l)
+{
+	if (!l || --l->refs > 0)
+		return;
+	free(l->v);
+	free(l);
+}
+
+/* A new listing of /proc, one reference for the caller; it becomes the newest. */
+static int listing_read(struct vmshare_listing **ret)
+{
+	struct vmshare_listing *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	l->at_us = now_us();
+	r = procfs_list_processes(&l->v, &l->n);
+	if (r < 0) {
+		free(l);
+		return r;
+	}
+	l->refs = 2;
+	listing_put(newest);
+	newest = l;
+	*ret = l;
+	return 0;
+}
+
+/* The newest listing if still young, else a new one; a reference for the caller. */
+static int listing_get(struct vmshare_listing **ret)
+{
+	if (newest && now_us() - newest->at_us < VMSHARE_REUSE_MS * 1000ull) {
+		newest->refs++;
+		*ret = newest;
+		return 0;
+	}
+	return listing_read(ret);
+}
+
+void vmshare_forget_listing(void)
+{
+	listing_put(newest);
+	newest = NULL;
+}
 
 int vmshare_same(pid_t a, pid_t b)
 {
@@ -121,34 +185,33 @@ int vmshare_scan(struct vmshare *vs, pid_t pid)
 
 	memset(vs, 0, sizeof(*vs));
 	vs->pid = pid;
-	r = procfs_list_processes(&vs->seen, &vs->nseen);
+	r = listing_get(&vs->seen);
 	if (r < 0)
 		return r;
-	return compare_all(vs, vs->seen, vs->nseen, NULL, 0, NULL);
+	return compare_all(vs, vs->seen->v, vs->seen->n, NULL, 0, NULL);
 }
 
 int vmshare_rescan(struct vmshare *vs, size_t *ret_new)
 {
-	pid_t *now;
-	size_t n;
-	int r = procfs_list_processes(&now, &n);
+	struct vmshare_listing *now;
+	int r = listing_read(&now);
 
 	if (r < 0)
 		return r;
-	r = compare_all(vs, now, n, vs->seen, vs->nseen, ret_new);
+	r = compare_all(vs, now->v, now->n, vs->seen ? vs->seen->v : NULL,
+			vs->seen ? vs->seen->n : 0, ret_new);
 	if (r < 0) {
-		free(now);
+		listing_put(now);
 		return r;
 	}
-	free(vs->seen);
+	listing_put(vs->seen);
 	vs->seen = now;
-	vs->nseen = n;
 	return 0;
 }
 
 void vmshare_free(struct vmshare *vs)
 {
-	free(vs->seen);
+	listing_put(vs->seen);
 	free(vs->sharers);
 	memset(vs, 0, sizeof(*vs));
 }

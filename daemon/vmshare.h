@@ -10,30 +10,43 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct vmshare_listing;   /* a /proc listing, shared between scans (vmshare.c) */
+
 struct vmshare {
 	pid_t pid;             /* the target */
 	pid_t *sharers;        /* other processes on its address space, in the order found */
 	size_t n, cap;
-	pid_t *seen;           /* every process of the last listing, sorted */
-	size_t nseen;
+	struct vmshare_listing *seen;   /* the processes compared already: a listing, sorted */
 	pid_t failed_pid;      /* the process kcmp could not compare, on error */
 };
 
 /*
- * Lists /proc and compares every process with pid.  Processes kcmp may
- * not compare (-EPERM) are taken as not sharing: we could not stop them
- * either.  On failure (kcmp unavailable: -ENOSYS) vs->failed_pid names
- * the process that could not be compared.  Free with vmshare_free either way.
+ * Compares every process of a /proc listing with pid: the newest listing
+ * any scan made if it is younger than VMSHARE_REUSE_MS, else a new one.
+ * Processes kcmp may not compare (-EPERM) are taken as not sharing: we
+ * could not stop them either.  On failure (kcmp unavailable: -ENOSYS)
+ * vs->failed_pid names the process that could not be compared.  Free with
+ * vmshare_free either way.
  */
 int vmshare_scan(struct vmshare *vs, pid_t pid);
 
 /*
- * Lists /proc again and compares only processes the last listing did not
- * hold; *ret_new counts the sharers added (appended to vs->sharers).
+ * Lists /proc again and compares only processes the listing the scan used
+ * did not hold; *ret_new counts the sharers added (appended to vs->sharers).
  */
 int vmshare_rescan(struct vmshare *vs, size_t *ret_new);
 
 void vmshare_free(struct vmshare *vs);
+
+/* Drops the listing kept for the next scan (at exit: nothing left allocated). */
+void vmshare_forget_listing(void);
+
+/*
+ * How old a listing may be and still serve a scan.  Every process made
+ * since is compared by the rescan, inside the pause: this bounds that work
+ * by what the node can fork in this time.
+ */
+#define VMSHARE_REUSE_MS 250u
 
 /* kcmp(KCMP_VM): 0 when a and b share an address space, 1 when not, <0 (-ESRCH, -EPERM, -ENOSYS) when it cannot tell. */
 int vmshare_same(pid_t a, pid_t b);

@@ -2,7 +2,7 @@
 /*
  * vmsibling: a process that shares its memory with another process.
  *
- * Usage: vmsibling [NSIBLINGS [--drop-parent UID GID]]
+ * Usage: vmsibling [NSIBLINGS [--drop-parent UID GID | --late]]
  *
  * Creates NSIBLINGS (default 1) processes with clone(CLONE_VM) but without
  * CLONE_THREAD: each has its own PID, shares every byte of the parent's
@@ -16,6 +16,9 @@
  * in shared memory; on SIGUSR1 the parent prints "calls N1 N2 ...".  The
  * parent exits (status 1) as soon as a sibling dies, and reaps it.
  *
+ * --late: prints "ready" first and makes the siblings only on SIGUSR2, then
+ * prints "born": a test decides when they are born.
+ *
  * --drop-parent: once the siblings run, the parent alone takes UID and GID
  * (credentials belong to a task, memory to all of them) and makes itself
  * dumpable again, so UID may act on the parent but not on its siblings.
@@ -25,6 +28,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +41,7 @@
 #define STACK_BYTES  (256 << 10)
 
 static atomic_ulong calls[MAX_SIBLINGS];
-static volatile sig_atomic_t want_report;
+static volatile sig_atomic_t want_report, want_siblings;
 
 static int sibling(void *arg)
 {
@@ -67,6 +71,12 @@ static void on_usr1(int sig)
 	want_report = 1;
 }
 
+static void on_usr2(int sig)
+{
+	(void)sig;
+	want_siblings = 1;
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 1;
@@ -82,7 +92,16 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1;
 	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = on_usr2;
+	sigaction(SIGUSR2, &sa, NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	bool late = argc == 3 && !strcmp(argv[2], "--late");
+
+	if (late) {
+		printf("ready\n");
+		while (!want_siblings)
+			usleep(1000);
+	}
 	for (int i = 0; i < n; i++) {
 		char *stack = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE,
 				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -107,7 +126,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	printf("ready\n");
+	printf(late ? "born\n" : "ready\n");
 	for (;;) {
 		int status;
 		pid_t dead = waitpid(-1, &status, WNOHANG);
