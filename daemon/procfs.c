@@ -686,6 +686,48 @@ int procfs_list_processes(pid_t **ret, size_t *ret_n)
 	return list_pid_dir("/proc", ret, ret_n);
 }
 
+int procfs_parse_forks_buf(const char *buf, size_t len, uint64_t *ret)
+{
+	static const char key[] = "processes ";
+	const char *end = buf + len;
+
+	for (const char *line = buf; line < end;) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line));
+		const char *eol = nl ? nl : end;
+
+		if ((size_t)(eol - line) > sizeof(key) - 1 && !memcmp(line, key, sizeof(key) - 1)) {
+			uint64_t v = 0;
+			const char *p = line + sizeof(key) - 1;
+
+			for (; p < eol && *p >= '0' && *p <= '9'; p++) {
+				if (v > (UINT64_MAX - 9) / 10)
+					return -EBADMSG;
+				v = v * 10 + (uint64_t)(*p - '0');
+			}
+			if (p == line + sizeof(key) - 1 || p != eol)
+				return -EBADMSG;
+			*ret = v;
+			return 0;
+		}
+		line = eol + 1;
+	}
+	return -EBADMSG;
+}
+
+int procfs_read_forks(uint64_t *ret)
+{
+	char *buf;
+	size_t len;
+	/* A line per CPU and one with every interrupt's count: large on big machines. */
+	int r = procfs_read_file("/proc/stat", 16u << 20, &buf, &len);
+
+	if (r < 0)
+		return r;
+	r = procfs_parse_forks_buf(buf, len, ret);
+	free(buf);
+	return r;
+}
+
 int procfs_read_task_stat(pid_t pid, pid_t tid, struct procfs_stat *ret)
 {
 	char path[64], *buf = NULL;

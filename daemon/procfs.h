@@ -123,6 +123,15 @@ void procfs_cmdline_to_line(const char *buf, size_t len, char *out, size_t out_l
 int procfs_list_processes(pid_t **ret, size_t *ret_n);
 
 /*
+ * The "processes" line of /proc/stat: tasks created since boot, threads
+ * too.  The kernel counts a task as it attaches it (under the lock that
+ * makes it visible in /proc), so an unchanged count means no task has
+ * appeared since.  The parser is pure, for the unit tests.
+ */
+int procfs_read_forks(uint64_t *ret);
+int procfs_parse_forks_buf(const char *buf, size_t len, uint64_t *ret);
+
+/*
  * Lists the children of every thread of PID (from
  * /proc/PID/task/TID/children), malloc'ed, sorted, without duplicates.
  */

@@ -17,11 +17,18 @@
  * it, nothing enters it).
  *
  * Listing /proc walks every task on the node, and a request for many
- * targets would list it twice per target.  So the newest listing - often
- * the previous target's second one - serves the next scan while it is
- * young: the scan still compares each of its processes now, and whatever
- * was born since is not in it, so the second listing compares it.  What
- * the scan misses by the listing's age the rescan finds, inside the pause.
+ * targets would list it twice per target.  Two things spare most of that:
+ *  - The newest listing - often the previous target's second one - serves
+ *    the next scan while it is young: the scan still compares each of its
+ *    processes now, and whatever was born since is not in it, so the
+ *    second listing compares it.
+ *  - /proc/stat's count of tasks created, read before each listing: the
+ *    kernel counts a task as it attaches it, so when the count has not
+ *    moved no task has appeared since the listing began.  Every process
+ *    alive is then in it, under the same PID (a recycled PID is a new
+ *    task), and was compared by the scan: the second listing is not
+ *    needed, and an old listing is as good as a new one for the scan.
+ * A node that makes threads all the time moves the count, and lists.
  */
 #include <errno.h>
 #include <linux/kcmp.h>
@@ -37,6 +44,8 @@
 struct vmshare_listing {
 	unsigned refs;
 	uint64_t at_us;        /* CLOCK_MONOTONIC, when it was read */
+	uint64_t forks;        /* /proc/stat's count before it was read */
+	bool have_forks;       /* false: the count was unreadable, compare nothing with it */
 	pid_t *v;              /* sorted: /proc lists in PID order */
 	size_t n;
 };
@@ -61,6 +70,8 @@ static int listing_read(struct vmshare_listing **ret)
 	if (!l)
 		return -ENOMEM;
 	l->at_us = now_us();
+	/* Before the listing: a task counted after this read may be missing from it. */
+	l->have_forks = procfs_read_forks(&l->forks) == 0;
 	r = procfs_list_processes(&l->v, &l->n);
 	if (r < 0) {
 		free(l);
@@ -73,10 +84,19 @@ static int listing_read(struct vmshare_listing **ret)
 	return 0;
 }
 
-/* The newest listing if still young, else a new one; a reference for the caller. */
+/* True when no task has been created since l began: it holds every process alive. */
+static bool listing_complete(const struct vmshare_listing *l)
+{
+	uint64_t forks;
+
+	return l->have_forks && procfs_read_forks(&forks) == 0 && forks == l->forks;
+}
+
+/* The newest listing if still young or complete, else a new one; a reference for the caller. */
 static int listing_get(struct vmshare_listing **ret)
 {
-	if (newest && now_us() - newest->at_us < VMSHARE_REUSE_MS * 1000ull) {
+	if (newest && (now_us() - newest->at_us < VMSHARE_REUSE_MS * 1000ull ||
+		       listing_complete(newest))) {
 		newest->refs++;
 		*ret = newest;
 		return 0;
@@ -194,8 +214,13 @@ int vmshare_scan(struct vmshare *vs, pid_t pid)
 int vmshare_rescan(struct vmshare *vs, size_t *ret_new)
 {
 	struct vmshare_listing *now;
-	int r = listing_read(&now);
+	int r;
 
+	if (vs->seen && listing_complete(vs->seen)) {
+		*ret_new = 0;
+		return 0;
+	}
+	r = listing_read(&now);
 	if (r < 0)
 		return r;
 	r = compare_all(vs, now->v, now->n, vs->seen ? vs->seen->v : NULL,

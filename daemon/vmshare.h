@@ -22,7 +22,8 @@ struct vmshare {
 
 /*
  * Compares every process of a /proc listing with pid: the newest listing
- * any scan made if it is younger than VMSHARE_REUSE_MS, else a new one.
+ * any scan made if it is younger than VMSHARE_REUSE_MS or no task was
+ * created since it began, else a new one.
  * Processes kcmp may not compare (-EPERM) are taken as not sharing: we
  * could not stop them either.  On failure (kcmp unavailable: -ENOSYS)
  * vs->failed_pid names the process that could not be compared.  Free with
@@ -33,6 +34,7 @@ int vmshare_scan(struct vmshare *vs, pid_t pid);
 /*
  * Lists /proc again and compares only processes the listing the scan used
  * did not hold; *ret_new counts the sharers added (appended to vs->sharers).
+ * No listing when no task was created since that one began: none is new.
  */
 int vmshare_rescan(struct vmshare *vs, size_t *ret_new);
 

@@ -530,6 +530,38 @@ static void same_object_rule(void **state)
 	assert_true(procfs_same_object(&m[2], &m[2]));
 }
 
+/* /proc/stat's "processes" line, wherever it is; nothing else taken for it. */
+static void forks_line(void **state)
+{
+	static const char stat[] = "cpu  1 2 3\ncpu0 1 2 3\nintr 99 1 2\nctxt 12345\n"
+				   "btime 1700000000\nprocesses 987654\nprocs_running 2\n";
+	uint64_t v = 0, before, after;
+	pid_t kid;
+	(void)state;
+
+	assert_int_equal(procfs_parse_forks_buf(stat, sizeof(stat) - 1, &v), 0);
+	assert_int_equal(v, 987654);
+	assert_int_equal(procfs_parse_forks_buf("processes 7", 11, &v), 0);   /* no final newline */
+	assert_int_equal(v, 7);
+	/* procs_running is not it, nor a line that only starts alike. */
+	assert_int_equal(procfs_parse_forks_buf("procs_running 3\n", 16, &v), -EBADMSG);
+	assert_int_equal(procfs_parse_forks_buf("processesx 3\n", 13, &v), -EBADMSG);
+	assert_int_equal(procfs_parse_forks_buf("processes \n", 11, &v), -EBADMSG);
+	assert_int_equal(procfs_parse_forks_buf("processes 12a\n", 14, &v), -EBADMSG);
+	assert_int_equal(procfs_parse_forks_buf("processes 99999999999999999999\n", 31, &v),
+			 -EBADMSG);
+	assert_int_equal(procfs_parse_forks_buf("", 0, &v), -EBADMSG);
+	/* The running kernel's: there, and it grows with a fork. */
+	assert_int_equal(procfs_read_forks(&before), 0);
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0)
+		_exit(0);
+	waitpid(kid, NULL, 0);
+	assert_int_equal(procfs_read_forks(&after), 0);
+	assert_true(after > before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -550,6 +582,7 @@ int main(void)
 		cmocka_unit_test(children_of_self),
 		cmocka_unit_test(read_self),
 		cmocka_unit_test(read_missing),
+		cmocka_unit_test(forks_line),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
