@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -79,14 +78,13 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 {
 	struct auth_target t = { .pid = pid };
 	struct procfs_stat pst;
-	struct stat sb;
-	char path[48];
 	pid_t self = getpid();
+	uid_t owner;
 	int r;
 
 	if (pid <= 0)
 		return -BTG_ERR_NOPROC;
-	r = procfs_read_status(pid, &t.status);
+	r = procfs_read_status_owner(pid, &t.status, &owner);
 	if (r < 0)
 		return noproc_or(r);
 	r = procfs_read_stat(pid, &pst);
@@ -101,11 +99,12 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 	 * the task is not dumpable (task_dump_owner()).  Not the directory
 	 * /proc/PID itself: that one always shows the effective uid, for
 	 * old tools that stat it to learn the owner.  For a target whose
-	 * euid is root this tells nothing, but only root may act on it. */
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (stat(path, &sb) < 0)
-		return noproc_or(-errno);
-	t.dumpable = t.status.uid[1] == 0 || sb.st_uid == t.status.uid[1];
+	 * euid is root this tells nothing, but only root may act on it.
+	 * The owner is the status file's as it was opened, a moment before
+	 * its text was read: one snapshot, like the stat() after the read it
+	 * replaces, and a path walk less.  A change after it is as late as a
+	 * change after the check, which the turn's re-check is there for. */
+	t.dumpable = t.status.uid[1] == 0 || owner == t.status.uid[1];
 
 	*ret = t;
 	return 0;

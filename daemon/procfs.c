@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "procfs.h"
@@ -426,15 +427,23 @@ static bool is_pid_path(const char *path)
 	return *p == '/';
 }
 
-int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+/* Opens a proc file: -ESRCH for a /proc/PID path whose process is gone. */
+static int open_proc_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT && is_pid_path(path) ? -ESRCH : -errno;
+	return fd;
+}
+
+/* Reads fd to its end into a malloc'ed NUL-terminated buffer; closes fd. */
+static int read_fd_whole(int fd, size_t max, char **ret, size_t *ret_len)
 {
 	size_t cap = 4096, len = 0;
 	char *buf;
-	int fd, r;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT && is_pid_path(path) ? -ESRCH : -errno;
 	buf = malloc(cap);
 	if (!buf) {
 		r = -ENOMEM;
@@ -489,6 +498,15 @@ out_close:
 	return r;
 }
 
+int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	int fd = open_proc_file(path);
+
+	if (fd < 0)
+		return fd;
+	return read_fd_whole(fd, max, ret, ret_len);
+}
+
 int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
 {
 	char path[64];
@@ -522,6 +540,33 @@ int procfs_read_status(pid_t pid, struct procfs_status *ret)
 		return r;
 	r = procfs_parse_status_buf(buf, len, ret);
 	free(buf);
+	return r;
+}
+
+int procfs_read_status_owner(pid_t pid, struct procfs_status *ret, uid_t *ret_owner)
+{
+	char path[40], *buf;
+	struct stat sb;
+	size_t len;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open_proc_file(path);
+	if (fd < 0)
+		return fd;
+	/* The owner the kernel gave the file as it was opened (task_dump_owner()). */
+	if (fstat(fd, &sb) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	r = read_fd_whole(fd, SMALL_FILE_MAX, &buf, &len);
+	if (r < 0)
+		return r;
+	r = procfs_parse_status_buf(buf, len, ret);
+	free(buf);
+	if (r == 0)
+		*ret_owner = sb.st_uid;
 	return r;
 }
 

@@ -59,6 +59,8 @@ struct procfs_status {
 /* Parses /proc/PID/status text. -EBADMSG if a required field is missing. */
 int procfs_parse_status_buf(const char *buf, size_t len, struct procfs_status *ret);
 int procfs_read_status(pid_t pid, struct procfs_status *ret);
+/* The same, and the owner of the status file as it was opened (root while not dumpable). */
+int procfs_read_status_owner(pid_t pid, struct procfs_status *ret, uid_t *ret_owner);
 
 struct procfs_stat {
 	char     state;
