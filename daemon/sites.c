@@ -301,7 +301,9 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	 * or "guarded" would then be a lie, so that is an error.
 	 */
 	if (failed) {
-		r = first_err == -BTG_ERR_GONE || first_err == -ENOENT ? -BTG_ERR_GONE : -BTG_ERR_ELF;
+		/* A process killed meanwhile makes its /proc files ENOENT or ESRCH, by timing. */
+		r = first_err == -BTG_ERR_GONE || first_err == -ENOENT || first_err == -ESRCH ?
+			-BTG_ERR_GONE : -BTG_ERR_ELF;
 		goto out_free;
 	}
 	r = sites_read(pid, &list);
