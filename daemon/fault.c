@@ -28,6 +28,7 @@ static struct fault faults[] = {
 	{ "detach", PTRACE_DETACH, 0, 0 },
 };
 static unsigned long hold_ms;
+static unsigned long seize_hold_nth, seize_hold_ms, seizes;
 static bool parsed;
 static bool peek_flip;
 
@@ -47,6 +48,10 @@ static void parse(void)
 		*eq = '\0';
 		if (!strcmp(tok, "hold-ms"))
 			hold_ms = strtoul(eq + 1, NULL, 10);
+		if (!strcmp(tok, "seize-hold"))
+			seize_hold_nth = strtoul(eq + 1, NULL, 10);
+		if (!strcmp(tok, "seize-hold-ms"))
+			seize_hold_ms = strtoul(eq + 1, NULL, 10);
 		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
 			if (!strcmp(tok, faults[i].name))
 				faults[i].nth = strtoul(eq + 1, NULL, 10);
@@ -54,10 +59,23 @@ static void parse(void)
 	free(copy);
 }
 
+static void sleep_ms(unsigned long ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int fault_before_ptrace(int request)
 {
 	if (!parsed)
 		parse();
+	if (request == PTRACE_SEIZE && ++seizes == seize_hold_nth) {
+		fprintf(stderr, "btguardd: fault: holding before seize #%lu for %lu ms\n", seizes,
+			seize_hold_ms);
+		sleep_ms(seize_hold_ms);
+	}
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
 		struct fault *f = &faults[i];
 

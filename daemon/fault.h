@@ -12,6 +12,9 @@
  *   seize=N        the Nth PTRACE_SEIZE fails with EIO
  *   detach=N       the Nth PTRACE_DETACH fails with EIO
  *   hold-ms=M      every stopped world is held M ms before it is checked
+ *   seize-hold=N, seize-hold-ms=M
+ *                  the daemon sleeps M ms before its Nth PTRACE_SEIZE (the
+ *                  earlier ones done): a window for the target to exec
  * The production build has none of this: every hook is an empty inline.
  */
 #ifndef BTGUARD_FAULT_H

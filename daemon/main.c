@@ -29,6 +29,7 @@
 #include "log.h"
 #include "pin.h"
 #include "policy.h"
+#include "ptrace.h"
 #include "server.h"
 
 #define DEFAULT_SOCKET PROTO_DEFAULT_SOCKET
@@ -241,6 +242,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
  * must not be SIG_IGN: that would make the kernel reap children and drop
  * the notifications ptrace relies on.  SIGPIPE is ignored so a vanished
  * client is an EPIPE, not our death (sends also pass MSG_NOSIGNAL).
+ * SIGALRM is ptrace.c's (through unstick.c), handled and never blocked.
  */
 static int setup_signals(void)
 {
@@ -256,7 +258,7 @@ static int setup_signals(void)
 		return -errno;
 	if (sigaction(SIGPIPE, &sa, NULL) < 0)
 		return -errno;
-	return 0;
+	return ptrace_setup();
 }
 
 /*

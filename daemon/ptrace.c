@@ -21,6 +21,8 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +34,20 @@
 
 #include "../proto/proto.h"
 #include "fault.h"
+#include "log.h"
 #include "procfs.h"
 #define BTGUARD_PTRACE_IMPL
 #include "ptrace.h"
 #include "timeutil.h"
+#include "unstick.h"
 #include "watchdog.h"
+
+/*
+ * Set while a PTRACE_SEIZE that seize_call() may abandon is in the kernel;
+ * seize_gen counts those calls, ring_gen is the one the timer last saw.
+ */
+static volatile sig_atomic_t in_seize, seize_escape_ready, seize_gen, ring_gen;
+static sigjmp_buf seize_escape;
 
 /*
  * The one call of ptrace(2) in btguard: 0 or -errno, and for PEEKTEXT the
@@ -53,7 +64,12 @@ static int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, 
 	if (r < 0)
 		return r;
 	errno = 0;
+	if (request == PTRACE_SEIZE && seize_escape_ready) {
+		seize_gen = (seize_gen + 1) & 0x3fffffff;   /* sig_atomic_t is a signed int */
+		in_seize = 1;
+	}
 	v = ptrace(request, tid, (void *)addr, (void *)data);
+	in_seize = 0;
 	if (v == -1 && errno)
 		return -errno;
 	if (ret_word) {
@@ -93,9 +109,16 @@ unsigned ptrace_worlds_open(void)
 	return worlds_open;
 }
 
-/* Parks a task we cannot let go yet; false (and counted) when the table is full. */
+/*
+ * Parks a task we cannot let go yet; false (and counted) when the table is
+ * full.  One not stopped is interrupted (again, for most): only a stopped
+ * tracee can be detached, and a task that goes by a TID we never
+ * interrupted - an exec gave it the leader's - would otherwise never stop.
+ */
 static bool park(pid_t tid, bool stopped, int sig)
 {
+	if (!stopped)
+		ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
 	if (n_orphans == MAX_ORPHANS) {
 		orphans_lost++;
 		return false;
@@ -318,6 +341,72 @@ static void collect_ready(struct ptrace_world *w)
 
 static int read_regs(pid_t tid, arch_regs_t *regs);
 
+/* ------------------------------------------- a seize an exec holds up -- */
+
+/*
+ * How often seize_call() tries before it gives up: with unstick.c's
+ * timer, about a second, far more than an exec needs once its victims are
+ * reaped.
+ */
+#define SEIZE_TRIES 50
+
+/*
+ * unstick.c's timer rang: leave a seize that was waiting already when it
+ * last rang (a whole period, where a seize takes microseconds).  One the
+ * ring merely happens upon is left alone.
+ */
+static void on_ring(void)
+{
+	if (in_seize && ring_gen == seize_gen) {
+		in_seize = 0;
+		siglongjmp(seize_escape, 1);
+	}
+	ring_gen = seize_gen;
+}
+
+int ptrace_setup(void)
+{
+	return unstick_setup(on_ring);
+}
+
+/*
+ * PTRACE_SEIZE that an exec cannot hold up for good (unstick.c says
+ * why it could).  When the timer rings while the call waits, the call is
+ * abandoned (the jump restores the signal mask), every status that is
+ * ready is collected - the exec's victims, the threads we held that it
+ * killed, among them, which lets it go on - and the seize is tried
+ * again.  w may be an empty world: statuses then go to the followers and
+ * orphans, as any other collection's would.  *ret_abandoned counts the
+ * abandoned calls.
+ */
+static int seize_call(struct ptrace_world *w, pid_t tid, uint64_t options, unsigned *ret_abandoned)
+{
+	volatile unsigned tries = 0;
+	int r;
+
+	unstick_begin();
+	if (sigsetjmp(seize_escape, 1) != 0) {
+		(*ret_abandoned)++;
+		w->tids_unsure = true;
+		/* Abandoned, perhaps just after it took effect: then tid is ours already. */
+		seize_escape_ready = 0;
+		if (ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL) == 0) {
+			unstick_end();
+			return 0;
+		}
+		collect_ready(w);
+		if (++tries >= SEIZE_TRIES) {
+			unstick_end();
+			return -EAGAIN;
+		}
+	}
+	seize_escape_ready = 1;
+	r = ptrace_call(PTRACE_SEIZE, tid, 0, options, NULL);
+	seize_escape_ready = 0;
+	unstick_end();
+	return r;
+}
+
 /*
  * The world's hook, for a task that has just stopped: its registers now,
  * then the caller's check.  Nothing for an attempt that is ending anyway
@@ -412,13 +501,18 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 {
 	struct ptrace_task *t;
 
-	int r = ptrace_call(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC, NULL);
+	int r = seize_call(w, tid, PTRACE_O_TRACEEXEC, &w->seizes_abandoned);
 
 	if (r < 0) {
 		if (r == -ESRCH)
 			return 0;
 		if (r == -EPERM)
 			return seize_refused(tgid, tid, why, why_len);
+		if (r == -EAGAIN) {
+			snprintf(why, why_len, "thread %d could not be seized: its process is in the middle of an exec",
+				 tid);
+			return -BTG_ERR_BUSY;
+		}
 		snprintf(why, why_len, "PTRACE_SEIZE of thread %d: %s", tid, strerror(-r));
 		return r;
 	}
@@ -433,8 +527,12 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 	t->seized = true;
 	t->tgid = tgid;
 	w->pending++;
-	/* ESRCH here means it is exiting; its exit status still comes to us. */
-	ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
+	/*
+	 * ESRCH here means it is exiting, and its exit status still comes to
+	 * us - or an exec gave the task we just seized the leader's TID.
+	 */
+	if (ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL) == -ESRCH)
+		w->tids_unsure = true;
 	return 0;
 }
 
@@ -473,10 +571,17 @@ static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why
 static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why, size_t why_len)
 {
 	size_t before = w->n;
+	unsigned abandoned = w->seizes_abandoned;
 	int r = 0;
 
+	/* One timer for the whole phase: seize_call()'s own begin and end then nest, free. */
+	unstick_begin();
 	for (size_t g = 0; g < w->ngroups && r == 0; g++)
 		r = seize_group(w, w->groups[g], why, why_len);
+	unstick_end();
+	if (w->seizes_abandoned != abandoned)
+		log_msg(LOG_DEBUG, "process %d: %u seize(s) abandoned and tried again (an exec waited for the threads it killed)",
+			w->pid, w->seizes_abandoned - abandoned);
 	sort_tasks(w);
 	*ret_new = w->n - before;
 	return r;
@@ -708,6 +813,41 @@ int ptrace_stop_more(struct ptrace_world *w, const pid_t *sharers, size_t nshare
 	return stop_groups(w, deadline, why, why_len);
 }
 
+static bool parked(pid_t tid)
+{
+	for (size_t i = 0; i < n_orphans; i++)
+		if (orphans[i].tid == tid)
+			return true;
+	return false;
+}
+
+/*
+ * After an exec raced the seizes: every task of w's processes that is
+ * still traced by us, whatever TID it goes by now, is interrupted and
+ * parked, to be let go once it stops.  Never left traced.
+ */
+static void park_leftovers(struct ptrace_world *w)
+{
+	for (size_t g = 0; g < w->ngroups; g++) {
+		pid_t *tids = NULL;
+		size_t n = 0;
+
+		if (procfs_list_tasks(w->groups[g], &tids, &n) < 0)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			struct procfs_status st;
+
+			if (procfs_read_task_status(w->groups[g], tids[i], &st) < 0 ||
+			    st.tracer != getpid() || parked(tids[i]))
+				continue;
+			log_msg(LOG_INFO, "process %d: thread %d still traced after an exec raced the stop; let go once it stops",
+				w->groups[g], tids[i]);
+			park(tids[i], false, 0);
+		}
+		free(tids);
+	}
+}
+
 int ptrace_resume_all(struct ptrace_world *w)
 {
 	size_t lost_before = orphans_lost;
@@ -746,9 +886,11 @@ int ptrace_resume_all(struct ptrace_world *w)
 		if (!first)
 			first = r;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
+	if (w->tids_unsure)
+		park_leftovers(w);
 	if (orphans_lost != lost_before && !first)
 		first = -BTG_ERR_INTERNAL;
-	clock_gettime(CLOCK_MONOTONIC, &w->last_resume);
 	if (w->sigchld_fd >= 0) {
 		drain_signalfd(w->sigchld_fd);
 		close(w->sigchld_fd);
@@ -836,7 +978,14 @@ int ptrace_follow_seize(struct ptrace_follow *f, pid_t tid)
 	f->tid = tid;
 	if (n_followers == PTRACE_MAX_FOLLOW)
 		return -BTG_ERR_LIMIT;
-	r = ptrace_call(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD, NULL);
+	{
+		struct ptrace_world none = { .sigchld_fd = -1 };
+		unsigned abandoned = 0;
+
+		r = seize_call(&none, tid, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD, &abandoned);
+	}
+	if (r == -EAGAIN)
+		r = -BTG_ERR_BUSY;
 	if (r == -EPERM) {
 		char why[PROTO_MAX_MESSAGE + 1];
 

@@ -66,6 +66,13 @@ struct ptrace_world {
 	sigset_t saved_mask;
 	bool mask_saved;
 	bool exec_seen;          /* a task of the target reported PTRACE_EVENT_EXEC */
+	unsigned seizes_abandoned;   /* seizes an exec held up, tried again (unstick.c) */
+	/*
+	 * An exec raced the seizes (one was abandoned, or a TID seized a
+	 * moment ago named nobody of ours): a task we trace may go by
+	 * another TID than the one we hold.  The resume then looks for it.
+	 */
+	bool tids_unsure;
 	struct ptrace_on_stop on_stop;   /* fn NULL: none */
 	int on_stop_err;         /* what the hook returned, ending the stop */
 	pid_t exec_sharer;       /* a process sharing the memory that exec'd (it left) */
@@ -84,6 +91,12 @@ struct ptrace_world {
  * loop checks it after every turn (server.c).
  */
 unsigned ptrace_worlds_open(void);
+
+/*
+ * At start: the handler for the timer that lets a seize an exec holds up
+ * be abandoned and tried again (unstick.c).  0 or -errno.
+ */
+int ptrace_setup(void);
 
 /* Returns the stopped window (first stop request to last resume) in µs. */
 uint64_t ptrace_world_pause_us(const struct ptrace_world *w);

@@ -8,8 +8,10 @@ as it was (every word already written restored), nothing stopped or
 traced, and the failure reported.
 """
 
-from conftest import (FAULTS_BTGUARDD, expected_site, read_mem, running_daemon, thread_problems,
-                      wait_threads_running)
+import time
+
+from conftest import (FAULTS_BTGUARDD, expected_site, read_mem, running_daemon, start,
+                      thread_problems, victim_path, wait_threads_running)
 
 
 def faulty_daemon(spec):
@@ -90,4 +92,30 @@ def test_an_undo_that_fails_is_loud(victim):
         assert "restoring" in r["message"] and "failed too" in r["message"], r
         assert "neither original nor guarded" in d.log(), d.log()[-2000:]
         wait_threads_running(v.pid)
+    v.assert_alive()
+
+
+def test_exec_between_two_seizes_holds_neither_up(victim):
+    """The target execs after the daemon seized one of its threads and
+    before it seized the others (a hold before the third seize makes the
+    window).  The exec waits until the seized thread, which it killed, is
+    reaped; the next seize waits for the exec's cred_guard_mutex.  The
+    daemon must abandon that seize, reap, and try again: the exec
+    completes, the request is answered, and nothing is left traced or
+    stopped."""
+    v = start(victim, [victim_path("exec_when_seized"), 3], "exec_when_seized")
+    with faulty_daemon("seize-hold=3,seize-hold-ms=300") as d:
+        t0 = time.monotonic()
+        r = d.ctl("--deadline", 5000, "guard", v.pid, timeout=30)
+        took = time.monotonic() - t0
+        [res] = r.results
+        # The process became another program under the daemon's hands.
+        assert not res["ok"] and res["error"] in ("exec", "gone", "no-site"), res
+        assert took < 10, f"answered after {took:.1f} s"
+        assert v.lines.next(timeout=10) == f"exec'd {v.pid}"
+        assert "seize(s) abandoned and tried again" in d.log(), d.log()[-3000:]
+        wait_threads_running(v.pid)
+        assert thread_problems(v.pid) == []
+        # And the daemon serves the new program as any other.
+        assert status(d, v.pid)["state"] in ("unguarded", "guarded")
     v.assert_alive()
