@@ -89,12 +89,43 @@ static void collisions_replace_never_confuse(void **state)
 	}
 }
 
+/* Inode numbers as a file system hands them out over the years: scattered. */
+static ino_t scattered_ino(unsigned i)
+{
+	return (ino_t)((i * 2654435761u) % 40000000u + 1000u);
+}
+
+/*
+ * A torch job maps ~315 executable objects: all of them stay.  With one
+ * slot per hash, 34 of a real job's evicted one another, and every status
+ * of that process parsed them again.
+ */
+static void a_jobs_objects_all_stay(void **state)
+{
+	struct objcache_defs none = { .n = 0 }, out;
+	(void)state;
+
+	for (unsigned i = 0; i < 400; i++) {
+		struct stat st = file(scattered_ino(i));
+
+		st.st_dev = 0x803;   /* not the other tests' files */
+		objcache_put(&st, &none);
+	}
+	for (unsigned i = 0; i < 400; i++) {
+		struct stat st = file(scattered_ino(i));
+
+		st.st_dev = 0x803;
+		assert_true(objcache_get(&st, &out));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hit_only_for_the_same_file),
 		cmocka_unit_test(objects_without_definitions_are_remembered),
 		cmocka_unit_test(collisions_replace_never_confuse),
+		cmocka_unit_test(a_jobs_objects_all_stay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
