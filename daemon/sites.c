@@ -76,13 +76,22 @@ static int reopen_for_reading(int pfd)
  * walk.  0, or -errno (-ESTALE: not a regular file, or not the inode the
  * target mapped).
  */
-static int stat_object(pid_t pid, const struct procfs_mapping *m, struct stat *st)
+static int stat_object(pid_t pid, int map_files, const struct procfs_mapping *m, struct stat *st)
 {
 	char path[PATH_MAX + 64];
+	int r;
 
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	if (stat(path, st) == 0)
+	/* Through the directory opened once per process: a path walk of one component, not four. */
+	if (map_files >= 0) {
+		snprintf(path, sizeof(path), "%llx-%llx", (unsigned long long)m->start,
+			 (unsigned long long)m->end);
+		r = fstatat(map_files, path, st, 0);
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+			 (unsigned long long)m->start, (unsigned long long)m->end);
+		r = stat(path, st);
+	}
+	if (r == 0)
 		return S_ISREG(st->st_mode) ? 0 : -ESTALE;
 	if (errno == ESTALE || m->deleted || m->path[0] != '/')
 		return -errno;
@@ -223,8 +232,8 @@ static int parse_object(int fd, const struct stat *st, struct objcache_defs *out
 }
 
 /* Looks up the symbol in one object and adds a site per executable mapping that holds it. */
-static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmaps, size_t first,
-		       struct site_list *list)
+static int scan_object(pid_t pid, int map_files, const struct procfs_mapping *maps, size_t nmaps,
+		       size_t first, struct site_list *list)
 {
 	struct objcache_defs defs;
 	struct stat st;
@@ -236,7 +245,7 @@ static int scan_object(pid_t pid, const struct procfs_mapping *maps, size_t nmap
 	 * (O_PATH first, see open_regular()), stat'ed again through the
 	 * descriptor - what is parsed is what the key describes - and parsed.
 	 */
-	r = stat_object(pid, &maps[first], &st);
+	r = stat_object(pid, map_files, &maps[first], &st);
 	if (r < 0 && r != -ESTALE)
 		return r;
 	if (r < 0 || !objcache_get(&st, &defs)) {
@@ -274,12 +283,16 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 {
 	struct site_list list = { 0 };
 	size_t failed = 0;
-	int r, first_err = 0;
+	char path[48];
+	int r, first_err = 0, map_files;
 
+	/* -1 when it cannot be opened: stat_object() then walks the whole path, as open_object() does. */
+	snprintf(path, sizeof(path), "/proc/%d/map_files", (int)pid);
+	map_files = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	for (size_t i = 0; i < nmaps; i++) {
 		if (!(maps[i].perms & PROCFS_MAP_EXEC) || !maps[i].inode || file_seen_before(maps, i))
 			continue;
-		r = scan_object(pid, maps, nmaps, i, &list);
+		r = scan_object(pid, map_files, maps, nmaps, i, &list);
 		if (r == -ENOMEM || r == -BTG_ERR_LIMIT) {
 			if (r == -BTG_ERR_LIMIT)
 				snprintf(why, why_len, "more than %u backtrace() definitions are loaded",
@@ -316,6 +329,8 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	list.v = NULL;
 	r = 0;
 out_free:
+	if (map_files >= 0)
+		close(map_files);
 	sites_free(&list);
 	return r;
 }
