@@ -720,7 +720,13 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 		.deadline = &j->deadline, .why = res->message, .why_len = sizeof(res->message),
 		.maps = maps, .nmaps = nmaps,
 	};
-	r = sites_find(via, j->a.maps, j->a.nmaps, &j->sites, res->message, sizeof(res->message));
+	/* A status may take what the last search of this process found; a write never does. */
+	if (action == PROTO_ACTION_STATUS)
+		r = sites_find_remembered(via, j->a.maps, j->a.nmaps, &j->sites, res->message,
+					  sizeof(res->message));
+	else
+		r = sites_find(via, j->a.maps, j->a.nmaps, &j->sites, res->message,
+			       sizeof(res->message));
 	if (r < 0)
 		goto out_answer;
 	patch_fill_sites(res, &j->sites);

@@ -24,6 +24,7 @@
 #include "elf.h"
 #include "procfs.h"
 #include "objcache.h"
+#include "sitememo.h"
 #include "sites.h"
 
 /* Larger files are not objects we could have loaded; refuse to map them. */
@@ -278,6 +279,34 @@ static int scan_object(pid_t pid, int map_files, const struct procfs_mapping *ma
 	return r;
 }
 
+/* sites_read(), and why it failed. */
+static int read_sites(pid_t pid, struct site_list *list, char *why, size_t why_len)
+{
+	int r = sites_read(pid, list);
+
+	if (r < 0)
+		snprintf(why, why_len, "cannot read the memory of process %d: %s", pid,
+			 proto_strerror(r));
+	return r;
+}
+
+int sites_find_remembered(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+			  struct site_list *ret, char *why, size_t why_len)
+{
+	struct site_list list;
+	int r;
+
+	if (!sitememo_get(pid, maps, nmaps, &list))
+		return sites_find(pid, maps, nmaps, ret, why, why_len);
+	r = read_sites(pid, &list, why, why_len);
+	if (r < 0) {
+		sites_free(&list);
+		return r;
+	}
+	*ret = list;
+	return 0;
+}
+
 int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	       struct site_list *ret, char *why, size_t why_len)
 {
@@ -319,12 +348,10 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 			-BTG_ERR_GONE : -BTG_ERR_ELF;
 		goto out_free;
 	}
-	r = sites_read(pid, &list);
-	if (r < 0) {
-		snprintf(why, why_len, "cannot read the memory of process %d: %s", pid,
-			 proto_strerror(r));
+	r = read_sites(pid, &list, why, why_len);
+	if (r < 0)
 		goto out_free;
-	}
+	sitememo_put(pid, maps, nmaps, &list);
 	*ret = list;
 	list.v = NULL;
 	r = 0;

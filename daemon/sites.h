@@ -47,6 +47,14 @@ struct site_list {
 int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 	       struct site_list *ret, char *why, size_t why_len);
 
+/*
+ * sites_find() for a status: what the last search of this process found,
+ * while its executable file mappings are exactly the same (sitememo.c),
+ * its bytes read now.  Never for a guard or unguard: those search afresh.
+ */
+int sites_find_remembered(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
+			  struct site_list *ret, char *why, size_t why_len);
+
 /* Re-reads every site's bytes (process_vm_readv) and re-classifies. */
 int sites_read(pid_t pid, struct site_list *list);
 

@@ -259,6 +259,10 @@ def test_partial_after_a_late_load_says_what_callers_reach(daemon, victim, fake_
     v = start(victim, [victim_path("late_loader")], "late_loader", stdin=True,
               env={"LD_PRELOAD": f"{c10}:{greenlet}"})
     daemon.ctl("guard", v.pid, check=0)
+    # A status remembers what it found (sitememo.c): the load below must
+    # still be seen, the mappings having changed.
+    (res,) = daemon.ctl("status", v.pid, check=0).results
+    assert res["state"] == "guarded" and len(res["sites"]) == 1, res
     # After the guard, the process loads a library with a backtrace() of its
     # own, like a worker importing libunwind after the fork.
     v.proc.stdin.write(f"{victim_path('libbtpre')}\ncall\n".encode())
