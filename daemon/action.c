@@ -79,19 +79,35 @@ static int refuse(const struct action_target *t, int r, const char *detail)
 	return t->hidden ? -BTG_ERR_NOPROC : r;
 }
 
+/* 0 when the caller may act on the process facts describes, else its refusal. */
+static int judge(const struct auth_caller *caller, const struct action_target *t,
+		 const struct auth_target *facts)
+{
+	char detail[PROTO_MAX_MESSAGE + 1];
+	int r = auth_check(caller, facts, detail, sizeof(detail));
+
+	return r < 0 ? refuse(t, r, detail) : 0;
+}
+
 /* 0 when the caller may act on pid, else the refusal it gets (see refuse()). */
 static int authorize(const struct auth_caller *caller, const struct action_target *t, pid_t pid,
 		     struct auth_target *ret)
 {
-	char detail[PROTO_MAX_MESSAGE + 1];
-	int r = auth_read_target(pid, ret);
-
-	if (r < 0)
+	if (auth_read_target(pid, ret) < 0)
 		return -BTG_ERR_NOPROC;
-	r = auth_check(caller, ret, detail, sizeof(detail));
-	if (r < 0)
-		return refuse(t, r, detail);
-	return 0;
+	return judge(caller, t, ret);
+}
+
+/*
+ * t passed authorize() at arrival with these facts, read while its pidfd
+ * pinned it: keep what the turn may use.
+ */
+static void authorized(struct action_target *t, const struct auth_target *facts)
+{
+	t->authorized = true;
+	t->uid = facts->status.uid[0];
+	if (t->pidfd >= 0)
+		t->start = facts->starttime;
 }
 
 /* ------------------------------------------------------ at arrival -- */
@@ -194,6 +210,8 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 			/* Kept: the audit log names the refused target at its turn. */
 			return;
 		}
+		if (!t->thread)
+			authorized(t, &facts);
 	}
 	if (t->err)
 		pin_close(&t->pidfd);
@@ -208,7 +226,9 @@ static struct action_target *add_target(struct action_expansion *x, int32_t pid)
 {
 	struct action_target *t;
 
-	if (x->n >= x->max || ((x->tree || x->selecting) && listed(x, pid)))
+	/* One listing of /proc names each process once; --tree and a policy's
+	 * candidates may name one twice. */
+	if (x->n >= x->max || ((x->tree || x->matcher.match) && listed(x, pid)))
 		return NULL;
 	if (x->n == x->cap) {
 		size_t cap = x->cap ? x->cap * 2 : 16;
@@ -292,25 +312,38 @@ static void rule_from_select(struct action_expansion *x)
 	x->need = facts_needed(&x->rule, x->at_risk);
 }
 
-/* Whether the pinned process pid matches the request's selector. */
-static bool selected(struct action_expansion *x, pid_t pid, int pidfd)
+static bool matches(const struct action_expansion *x, const struct facts *f)
+{
+	if (x->matcher.match)
+		return x->matcher.match(x->matcher.ctx, &f->p);
+	return select_match(&x->rule, &f->p) &&
+	       (!x->at_risk || select_risk(f->p.objects, f->p.nobjects, NULL, NULL) != SELECT_RISK_NONE);
+}
+
+/*
+ * Whether the pinned process pid matches the request's selector; *auth is
+ * what its authorization reads, which also gives the uid and the state.
+ */
+static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct auth_target *auth)
 {
 	struct facts f;
 	bool match = false;
 
-	if (facts_read(pid, x->need, &f) < 0)
+	if (facts_read(pid, x->need & ~FACTS_UID, &f) < 0)
+		goto out;
+	/* Most of a node fails a pattern: those cost no status read. */
+	if (!x->matcher.match && !x->rule.have_uid && !matches(x, &f))
+		goto out;
+	if (auth_read_target(pid, auth) < 0)
 		goto out;
 	/* Read while pinned, then checked: the facts are that process's own. */
 	if (pidfd >= 0 && pin_state(pidfd) != PIN_ALIVE)
 		goto out;
+	f.p.uid = auth->status.uid[0];
+	f.state = auth->status.state;
 	if (f.state == 'Z' || f.state == 'X')
 		goto out;   /* nothing to guard; a pthread_exit()ed main thread reads 'Z' too */
-	if (x->matcher.match) {
-		match = x->matcher.match(x->matcher.ctx, &f.p);
-		goto out;
-	}
-	match = select_match(&x->rule, &f.p) &&
-		(!x->at_risk || select_risk(f.p.objects, f.p.nobjects, NULL, NULL) != SELECT_RISK_NONE);
+	match = matches(x, &f);
 out:
 	facts_free(&f);
 	return match;
@@ -342,7 +375,7 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	}
 	if (r < 0 && r != -ENOSYS)
 		return 0;   /* gone */
-	if (!selected(x, pid, pidfd))
+	if (!selected(x, pid, pidfd, &facts))
 		goto skip;
 	t = add_target(x, theirs);
 	if (!t) {
@@ -353,20 +386,14 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	}
 	t->ours = pid;
 	t->pidfd = pidfd;
-	if (pidfd < 0) {
-		struct procfs_stat st;
-
-		if (procfs_read_stat(pid, &st) < 0) {
-			x->n--;
-			return 0;
-		}
-		t->start = st.starttime;
-	}
-	if (authorize(&x->caller, t, pid, &facts) < 0) {
+	if (pidfd < 0)
+		t->start = facts.starttime;   /* no pidfds: the start time is the whole pin */
+	if (judge(&x->caller, t, &facts) < 0) {
 		pin_close(&t->pidfd);
 		x->n--;
 		return 0;
 	}
+	authorized(t, &facts);
 	descend(x, t);
 	return 0;
 skip:
@@ -609,6 +636,51 @@ static void report_clear(struct proto_result *res)
 }
 
 /*
+ * Root's status of a process authorized at arrival takes what was read
+ * then: what root's authorization rests on (not the daemon, not a kernel
+ * thread, a process and not a thread) cannot change while a pidfd pins the
+ * process, and a status needs no fresh look for a tracer.  Anyone else's
+ * rights, and any write, are checked again at the turn.
+ */
+static bool takes_arrival_facts(const struct auth_caller *caller, unsigned action,
+				const struct action_target *t)
+{
+	return caller->uid == 0 && action == PROTO_ACTION_STATUS && t->authorized && t->pidfd >= 0;
+}
+
+/* The caller's rights on t now, as authorize() checks them: 0, or the answer. */
+static int check_rights(const struct auth_caller *caller, unsigned action,
+			const struct action_target *t, struct auth_target *target, char *why,
+			size_t why_len)
+{
+	int32_t asked = t->pid;
+	pid_t pid = t->ours;
+	int r;
+
+	r = authorize(caller, t, pid, target);
+	if (t->pidfd >= 0 && !pin_holds(t, NULL))
+		return explain_exited(t, why, why_len);
+	if (r < 0)
+		return answer(r, asked, why, why_len);
+	if (target->status.tgid != pid) {
+		snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
+		return -BTG_ERR_NOPROC;
+	}
+	/* status only reads, so it works under a debugger; guard and unguard
+	 * must attach, which a tracer would make fail (or worse, disturb). */
+	/* A tracer that is us is a thread still parked from an earlier deadline:
+	 * patch.c waits for its release instead of calling us a debugger. */
+	if (target->status.tracer > 0 && target->status.tracer != getpid() &&
+	    action != PROTO_ACTION_STATUS) {
+		/* Checked before seizing anything, so the tracer's session is untouched. */
+		snprintf(why, why_len, "process %d is already traced by process %d (a debugger or strace?)",
+			 asked, target->status.tracer);
+		return -BTG_ERR_TRACED;
+	}
+	return 0;
+}
+
+/*
  * Checks the pin taken at arrival and decides whether the caller may act
  * on the process.  Everything read here is about the pinned process: each
  * read is followed by a look at the pin, and a live pinned process keeps
@@ -650,26 +722,16 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	 */
 	if (t->pidfd >= 0 && !pin_holds(t, NULL))
 		return explain_exited(t, why, why_len);
-	r = authorize(caller, t, pid, &target);
-	if (t->pidfd >= 0 && !pin_holds(t, NULL))
-		return explain_exited(t, why, why_len);
+	if (takes_arrival_facts(caller, action, t)) {
+		/* Nothing to read again: the pidfd pins what arrival read. */
+		pin->pidfd = t->pidfd;
+		pin->starttime = t->start;
+		*ret_uid = t->uid;
+		return 0;
+	}
+	r = check_rights(caller, action, t, &target, why, why_len);
 	if (r < 0)
-		return answer(r, asked, why, why_len);
-	if (target.status.tgid != pid) {
-		snprintf(why, why_len, "%d is a thread, not a process; name its process", asked);
-		return -BTG_ERR_NOPROC;
-	}
-	/* status only reads, so it works under a debugger; guard and unguard
-	 * must attach, which a tracer would make fail (or worse, disturb). */
-	/* A tracer that is us is a thread still parked from an earlier deadline:
-	 * patch.c waits for its release instead of calling us a debugger. */
-	if (target.status.tracer > 0 && target.status.tracer != getpid() &&
-	    action != PROTO_ACTION_STATUS) {
-		/* Checked before seizing anything, so the tracer's session is untouched. */
-		snprintf(why, why_len, "process %d is already traced by process %d (a debugger or strace?)",
-			 asked, target.status.tracer);
-		return -BTG_ERR_TRACED;
-	}
+		return r;
 	/* A zombie main thread with live threads is a live process (pthread_exit() in main). */
 	if ((target.status.state == 'Z' || target.status.state == 'X') && procfs_live_task(pid, &live) < 0) {
 		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
@@ -762,13 +824,23 @@ static int start_patch(struct action_job *j, unsigned action, uint32_t deadline_
 	pid_t pid = j->target->ours;
 	int r;
 
-	/* A main thread that left with pthread_exit() reads empty: go through a live one. */
-	r = procfs_live_task(pid, &j->via);
-	if (r < 0) {
-		snprintf(j->res->message, sizeof(j->res->message), "process %d has exited", pid);
-		return -BTG_ERR_GONE;
+	/*
+	 * Through the main thread.  One that left with pthread_exit() has no
+	 * memory of its own and reads empty, as no live process does: then
+	 * through a live thread.
+	 */
+	j->via = pid;
+	r = procfs_read_maps(pid, &maps, &nmaps);
+	if (r == 0 && nmaps == 0) {
+		free(maps);
+		maps = NULL;
+		r = procfs_live_task(pid, &j->via);
+		if (r < 0) {
+			snprintf(j->res->message, sizeof(j->res->message), "process %d has exited", pid);
+			return -BTG_ERR_GONE;
+		}
+		r = procfs_read_maps(j->via, &maps, &nmaps);
 	}
-	r = procfs_read_maps(j->via, &maps, &nmaps);
 	if (r < 0) {
 		snprintf(j->res->message, sizeof(j->res->message), "cannot read /proc/%d/maps: %s",
 			 pid, strerror(-r));

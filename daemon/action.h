@@ -35,6 +35,14 @@ struct action_target {
 	uint64_t start;      /* start time: the pin without pidfds, and after the target's turn */
 	bool     thread;     /* err: the PID is a thread, not a process */
 	bool     hidden;     /* the caller's /proc hides what it may not act on */
+	/*
+	 * Authorized at arrival, and the real uid read then.  Root's status
+	 * takes them at the turn: what root's authorization rests on (not the
+	 * daemon, not a kernel thread, a process and not a thread) cannot
+	 * change while a pidfd pins the process.
+	 */
+	bool     authorized;
+	uid_t    uid;
 };
 
 /* One request's targets being resolved and pinned, a bounded step at a time. */

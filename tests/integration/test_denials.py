@@ -7,7 +7,11 @@ more (SECURITY.md, "What a denied caller learns").
                                     cannot tell a process it may not act on
                                     from a PID nobody has;
   test_tree_stays_within_reach      --tree lists and descends only through
-                                    processes the caller may act on.
+                                    processes the caller may act on;
+  test_rights_are_read_again_at_each_turn
+                                    a non-root caller's rights are checked
+                                    again when each target's turn comes, not
+                                    only when the request arrived.
 
 The hidepid view is a private mount namespace with its own proc mount,
 made for the client only; the host's /proc is not touched.
@@ -116,3 +120,40 @@ def test_tree_stays_within_reach(daemon, victim, test_user):
                 os.kill(k, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_rights_are_read_again_at_each_turn(daemon, victim, test_user):
+    """The user names its own process 4,096 times in one request.  Once the
+    first answer is in, every target was authorized at arrival; then the
+    process stops being dumpable.  The turns after that must refuse it: only
+    root's status may keep what arrival read (nothing root's rights rest on
+    can change for a pinned process)."""
+    v = victim("idle", 1, "--nondumpable-on-usr1", user=test_user)
+    n = 4096
+    argv = user_prefix(test_user) + [daemon.client_path(test_user), "--socket", daemon.socket,
+                                     "--json", "status"] + [str(v.pid)] * n
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(p.stdout.readline())
+        assert first["ok"] is True and first["state"] == "unguarded", first
+        os.kill(v.pid, signal.SIGUSR1)
+        # Not dumpable: the kernel makes the files under /proc/PID root's.
+        end = time.monotonic() + 10
+        while os.stat(f"/proc/{v.pid}/status").st_uid != 0:
+            assert time.monotonic() < end, "the victim never cleared its dumpable flag"
+            time.sleep(0.001)
+        rest = [json.loads(line) for line in p.stdout if line.strip()]
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    answers = [first] + rest
+    assert len(answers) == n, p.stderr.read()
+    kinds = ["ok" if a["ok"] else a["error"] for a in answers]
+    # Allowed until the change, refused from then on, and never allowed again.
+    assert set(kinds) == {"ok", "denied"}, sorted(set(kinds))
+    first_denied = kinds.index("denied")
+    print(f"allowed {first_denied} times of {n}, then refused")
+    assert kinds[first_denied:] == ["denied"] * (n - first_denied), kinds
+    assert all(a["message"] == denial_text(v.pid) for a in answers[first_denied:])

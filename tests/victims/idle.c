@@ -2,18 +2,22 @@
 /*
  * idle: a quiet victim.
  *
- * Usage: idle NTHREADS [--nondumpable]
+ * Usage: idle NTHREADS [--nondumpable | --nondumpable-on-usr1]
  *
  * Calls backtrace() once (so libc's definition is bound and in use), starts
  * NTHREADS threads that sleep in pause(), prints "ready" and sleeps too.
  * No thread ever runs near backtrace() again, so a guard never meets a busy
  * site and the tests can poke the site's bytes without racing a caller.
  * --nondumpable clears the dumpable flag, which must make the daemon deny
- * the owner (the kernel would deny the owner's own ptrace too).
+ * the owner (the kernel would deny the owner's own ptrace too);
+ * --nondumpable-on-usr1 clears it only when SIGUSR1 comes, to change the
+ * owner's rights while a request is under way.
  */
 #include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,13 @@
 #include <unistd.h>
 
 static atomic_int started;
+static volatile sig_atomic_t usr1;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1 = 1;
+}
 
 static void *sleeper(void *arg)
 {
@@ -36,13 +47,23 @@ int main(int argc, char **argv)
 	void *buf[16];
 	int n;
 	pthread_t t;
+	sigset_t usr1_only;
+	bool later = argc == 3 && !strcmp(argv[2], "--nondumpable-on-usr1");
 
 	if (argc < 2 || argc > 3 || (n = atoi(argv[1])) < 0 || n > 1024 ||
-	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0)) {
-		fprintf(stderr, "usage: %s NTHREADS [--nondumpable]\n", argv[0]);
+	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0 && !later)) {
+		fprintf(stderr, "usage: %s NTHREADS [--nondumpable | --nondumpable-on-usr1]\n",
+			argv[0]);
 		return 2;
 	}
-	if (argc == 3 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+	/* Blocked in every thread but while main waits for it. */
+	sigemptyset(&usr1_only);
+	sigaddset(&usr1_only, SIGUSR1);
+	if (later) {
+		signal(SIGUSR1, on_usr1);
+		pthread_sigmask(SIG_BLOCK, &usr1_only, NULL);
+	}
+	if (argc == 3 && !later && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
 		perror("prctl");
 		return 1;
 	}
@@ -60,6 +81,15 @@ int main(int argc, char **argv)
 		usleep(1000);
 	printf("ready\n");
 	fflush(stdout);
+	if (later) {
+		pthread_sigmask(SIG_UNBLOCK, &usr1_only, NULL);
+		while (!usr1)
+			pause();
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+			perror("prctl");
+			return 1;
+		}
+	}
 	for (;;)
 		pause();
 }
