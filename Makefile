@@ -224,6 +224,7 @@ bench: check-deps
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
+	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/procfloor bench/procfloor.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/spawn bench/spawn.c
 	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
 	/usr/bin/python3 bench/node --build $(BUILD) $(filter --quick,$(BENCH_ARGS))

@@ -2,7 +2,7 @@
 /*
  * ptfloor: the plain-ptrace floor the benchmark compares btguardd with.
  *
- * Usage: ptfloor PID
+ * Usage: ptfloor PID...
  *
  * Stops every thread of PID the plainest correct way (PTRACE_SEIZE +
  * PTRACE_INTERRUPT per thread, then waitpid for each stop) and lets them
@@ -12,6 +12,8 @@
  * the meantime), read registers, check stacks and write.  Prints the
  * microseconds from the first PTRACE_SEIZE to the last PTRACE_DETACH.
  * The benchmark measures the same window from inside the target too.
+ * Several PIDs are done one after the other, a line each, in one process:
+ * a fleet's floor without the cost of starting a program per process.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,27 +52,24 @@ static int list_tids(int pid, int *tids, int cap)
 	return n;
 }
 
-int main(int argc, char **argv)
+/* Stops and releases every thread of pid: the microseconds it took, or -1. */
+static double stop_and_release(int pid)
 {
 	static int tids[MAX_TIDS];
-	int pid, n, seized = 0, rc = 0;
+	int n, seized = 0, rc = 0;
 	double t0, t1;
 
-	if (argc != 2 || (pid = atoi(argv[1])) <= 0) {
-		fprintf(stderr, "usage: %s PID\n", argv[0]);
-		return 2;
-	}
 	n = list_tids(pid, tids, MAX_TIDS);
 	if (n <= 0) {
 		fprintf(stderr, "ptfloor: cannot list threads of %d: %s\n", pid, strerror(-n));
-		return 1;
+		return -1;
 	}
 	t0 = now_us();
 	for (; seized < n; seized++) {
 		if (ptrace(PTRACE_SEIZE, tids[seized], 0, 0) < 0 ||
 		    ptrace(PTRACE_INTERRUPT, tids[seized], 0, 0) < 0) {
 			fprintf(stderr, "ptfloor: seize %d: %s\n", tids[seized], strerror(errno));
-			rc = 1;
+			rc = -1;
 			break;
 		}
 	}
@@ -79,13 +78,37 @@ int main(int argc, char **argv)
 
 		if (waitpid(tids[i], &st, __WALL) < 0) {
 			fprintf(stderr, "ptfloor: waitpid %d: %s\n", tids[i], strerror(errno));
-			rc = 1;
+			rc = -1;
 		}
 	}
 	for (int i = 0; i < seized; i++)
 		if (ptrace(PTRACE_DETACH, tids[i], 0, 0) < 0)
-			rc = 1;
+			rc = -1;
 	t1 = now_us();
-	printf("%.0f\n", t1 - t0);
+	return rc < 0 ? -1 : t1 - t0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = 0;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PID...\n", argv[0]);
+		return 2;
+	}
+	for (int i = 1; i < argc; i++) {
+		int pid = atoi(argv[i]);
+		double us;
+
+		if (pid <= 0) {
+			fprintf(stderr, "usage: %s PID...\n", argv[0]);
+			return 2;
+		}
+		us = stop_and_release(pid);
+		if (us < 0)
+			rc = 1;
+		else
+			printf("%.0f\n", us);
+	}
 	return rc;
 }
