@@ -321,28 +321,47 @@ static bool matches(const struct action_expansion *x, const struct facts *f)
 }
 
 /*
+ * True when a fact the rule needs read empty: a process whose main thread
+ * left with pthread_exit() has no executable, command line or maps through
+ * its PID, and must be looked at through a live thread before it is judged.
+ */
+static bool read_empty(const struct facts *f, unsigned need)
+{
+	return ((need & FACTS_EXE) && !f->exe[0]) || ((need & FACTS_CMDLINE) && !f->cmdline[0]) ||
+	       ((need & FACTS_OBJECTS) && !f->p.nobjects);
+}
+
+/*
  * Whether the pinned process pid matches the request's selector; *auth is
  * what its authorization reads, which also gives the uid and the state.
  */
 static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct auth_target *auth)
 {
+	unsigned need = x->need & ~FACTS_UID;
 	struct facts f;
 	bool match = false;
+	pid_t live;
 
-	if (facts_read(pid, x->need & ~FACTS_UID, &f) < 0)
+	if (facts_read(pid, need, &f) < 0)
 		goto out;
 	/* Most of a node fails a pattern: those cost no status read. */
-	if (!x->matcher.match && !x->rule.have_uid && !matches(x, &f))
+	if (!x->matcher.match && !x->rule.have_uid && !read_empty(&f, need) && !matches(x, &f))
 		goto out;
 	if (auth_read_target(pid, auth) < 0)
 		goto out;
+	/* A main thread that left with pthread_exit() reads 'Z': the process lives on in the others. */
+	if (auth->status.state == 'Z' || auth->status.state == 'X') {
+		if (procfs_live_task(pid, &live) < 0)
+			goto out;   /* a zombie: nothing to guard */
+		facts_free(&f);
+		if (facts_read(live, need, &f) < 0)
+			goto out;
+	}
 	/* Read while pinned, then checked: the facts are that process's own. */
 	if (pidfd >= 0 && pin_state(pidfd) != PIN_ALIVE)
 		goto out;
+	f.p.pid = pid;
 	f.p.uid = auth->status.uid[0];
-	f.state = auth->status.state;
-	if (f.state == 'Z' || f.state == 'X')
-		goto out;   /* nothing to guard; a pthread_exit()ed main thread reads 'Z' too */
 	match = matches(x, &f);
 out:
 	facts_free(&f);

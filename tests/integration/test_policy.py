@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BTGUARDD, running_daemon, start, victim_path
+from conftest import BTGUARDD, running_daemon, start, task_states, victim_path
 
 INTERVAL = 0.5       # the policy's sweep, seconds
 SLACK = 0.75         # scheduling on two shared cores
@@ -299,6 +299,21 @@ def test_first_sweep_takes_processes_already_running(tmp, victim, token):
     v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
     with policy_daemon(conf) as d:
         wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+
+
+def test_a_process_whose_main_thread_exited_is_taken(tmp, victim):
+    """pthread_exit() in main: the PID reads 'Z' and maps nothing, but the
+    process runs on in its other threads, and a rule takes it."""
+    v = victim("leader_exit", 2, report=True)
+    end = time.monotonic() + 10
+    while task_states(v.pid).get(v.pid, ("?",))[0] != "Z":
+        assert time.monotonic() < end, "the main thread never exited"
+        time.sleep(0.01)
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule leaderless]\naction = guard\nexe = {victim_path('leader_exit')}\n")
+    with policy_daemon(conf) as d:
+        wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+        assert len(rule_records(d, v.pid, "leaderless")) == 1, d.log()[-3000:]
 
 
 # ----------------------------------------------------------------- reload --

@@ -411,6 +411,28 @@ def test_main_thread_exited_is_guarded_through_the_others(daemon, victim):
     assert task_states(v.pid)[v.pid][0] == "Z"
 
 
+def test_main_thread_exited_is_selected(daemon, victim):
+    """A selector finds such a process too (its PID reads no executable or
+    maps once the main thread has left), and its status and guard work."""
+    v = victim("leader_exit", NTHREADS, report=True)
+    wait_report(v.report, lambda r: len(r.threads) == NTHREADS, "leader_exit's first report")
+    wait_for(lambda: task_states(v.pid).get(v.pid, ("?",))[0] == "Z",
+             "the main thread to exit", timeout=10)
+    exe = str(victim_path("leader_exit"))
+    for sel in (["--exe", exe], ["--all"], ["--maps", "*/libc.so.6", "--exe", "leader_exit"]):
+        r = daemon.ctl("status", *sel)   # --all may meet what it cannot read here: exit 1
+        mine = [x for x in r.results if x.get("pid") == v.pid]
+        assert len(mine) == 1, (sel, r.stdout[-3000:])
+        assert mine[0]["state"] == "unguarded" and len(mine[0]["sites"]) == 1, mine
+    r = daemon.ctl("guard", "--exe", exe, check=0)
+    [res] = [x for x in r.results if x.get("pid") == v.pid]
+    assert res["ok"] is True and res["state"] == "guarded", res
+    wait_threads_running(v.pid)
+    wait_behaviour(v, zero=True)
+    unguard_ok(daemon, v.pid, nsites=1)
+    wait_threads_running(v.pid)
+
+
 # ---------------------------------------------------------------- case 9 --
 
 def test_thousand_threads(daemon, victim):
