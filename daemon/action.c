@@ -405,6 +405,7 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	}
 	t->ours = pid;
 	t->pidfd = pidfd;
+	t->selected = true;
 	if (pidfd < 0)
 		t->start = facts.starttime;   /* no pidfds: the start time is the whole pin */
 	if (judge(&x->caller, t, &facts) < 0) {
@@ -819,7 +820,7 @@ static int action_end(struct action_job *j, int r)
 		}
 	}
 	j->res->error = proto_error_from_negative(r);
-	log_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res);
+	log_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res, t->selected);
 	pin_close(&t->pidfd);
 	patch_end(j->patch);
 	exec_end(j->exec);
@@ -896,7 +897,7 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 	if (!j) {
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		res->error = ENOMEM;
-		log_action(caller, want->ours ? want->ours : want->pid, "", res);
+		log_action(caller, want->ours ? want->ours : want->pid, "", res, want->selected);
 		pin_close(&want->pidfd);
 		return 0;
 	}

@@ -43,6 +43,7 @@ struct action_target {
 	 */
 	bool     authorized;
 	uid_t    uid;
+	bool     selected;   /* reached by a selector, not named */
 };
 
 /* One request's targets being resolved and pinned, a bounded step at a time. */

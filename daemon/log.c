@@ -162,10 +162,16 @@ static const char *action_message_id(const struct proto_result *res)
  * A rule's guard that wrote nothing is no event: the policy asks again
  * about every process after a reload, and about one whose mappings
  * changed, and a node's journal must not fill with "already guarded".
- * A client's request is always recorded: someone asked.
+ * Nor is each answer of a status --all: monitoring asks it of every
+ * process every minute, and 10,000 records a minute would also trip
+ * journald's rate limit and drop the records that matter.  The request
+ * itself is recorded (queue.c), and so is everything that failed.
  */
-static int action_priority(const struct auth_caller *caller, const struct proto_result *res)
+static int action_priority(const struct auth_caller *caller, const struct proto_result *res,
+			   bool surveyed)
 {
+	if (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS)
+		return LOG_DEBUG;
 	if (res->error == BTG_OK)
 		return caller->rule && !(res->flags & PROTO_RESULT_WROTE) ? LOG_DEBUG : LOG_INFO;
 	if (res->error == BTG_ERR_DENIED)
@@ -174,7 +180,7 @@ static int action_priority(const struct auth_caller *caller, const struct proto_
 }
 
 void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
-		const struct proto_result *res)
+		const struct proto_result *res, bool surveyed)
 {
 	char exe_s[PROTO_MAX_OBJECT * 2], detail[PROTO_MAX_MESSAGE * 2];
 	char line[LOG_LINE_MAX], by[160];
@@ -183,7 +189,7 @@ void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
 	const char *state = proto_proc_state_name(res->state);
 	const char *error = res->error ? proto_error_name(res->error) : "";
 	bool wrote = res->flags & PROTO_RESULT_WROTE;
-	int priority = action_priority(caller, res);
+	int priority = action_priority(caller, res, surveyed);
 	const char *message_id = action_message_id(res);
 
 	if (priority > log_max_priority)

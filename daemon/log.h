@@ -8,6 +8,7 @@
 #ifndef BTGUARD_LOG_H
 #define BTGUARD_LOG_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 #include <syslog.h>
 
@@ -23,9 +24,11 @@ void log_msg(int priority, const char *fmt, ...);
 /*
  * One line per action: requester uid/gid/pid, target pid and executable,
  * action, result, error code and pause.  Success logs at LOG_INFO, failures
- * at LOG_NOTICE, denials at LOG_WARNING.
+ * at LOG_NOTICE, denials at LOG_WARNING.  A successful status of a process
+ * a selector reached (surveyed) logs at LOG_DEBUG: the request's one record
+ * is queue.c's.
  */
 void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
-		const struct proto_result *res);
+		const struct proto_result *res, bool surveyed);
 
 #endif

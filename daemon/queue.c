@@ -260,9 +260,29 @@ static void end_request(struct queue_entry *e)
 	e->targets = NULL;
 	e->ntargets = e->next = 0;
 	e->interims = 0;
+	e->failed = 0;
 	free(e->res);
 	e->res = NULL;
 	e->busy = false;
+}
+
+/*
+ * A status that selectors reached logs its answers at debug (log.c says
+ * why): the request is this one record, and each failure has its own.
+ */
+static void log_survey(const struct queue_entry *e)
+{
+	size_t n = 0;
+
+	if (e->action != PROTO_ACTION_STATUS)
+		return;
+	for (size_t i = 0; i < e->next; i++)
+		n += e->targets[i].selected;
+	if (n == 0)
+		return;
+	log_msg(LOG_INFO, "status of %zu selected process%s by uid=%u gid=%u pid=%d: %zu answered, "
+		"%u failed", n, n == 1 ? "" : "es", (unsigned)e->caller.uid, (unsigned)e->caller.gid,
+		(int)e->caller.pid, e->next - e->failed, e->failed);
 }
 
 static void finish_request(struct queue *q, struct queue_entry *e)
@@ -270,6 +290,7 @@ static void finish_request(struct queue *q, struct queue_entry *e)
 	/* Every target up to here was answered, some twice (at-exec's "armed"). */
 	uint32_t count = (uint32_t)e->next + e->interims;
 
+	log_survey(e);
 	unplace(q, e);
 	end_request(e);
 	e->ops->done(e, count);
@@ -310,6 +331,8 @@ static bool relist(struct queue_entry *e)
 /* A target is answered (e->res): tell the owner, then on to the next. */
 static void answered(struct queue *q, struct queue_entry *e)
 {
+	if (e->res->error)
+		e->failed++;
 	e->ops->result(e, e->res);
 	if (!e->busy)
 		return;  /* the owner went away meanwhile */
@@ -464,6 +487,7 @@ static int submit(struct queue *q, struct queue_entry *e, const struct queue_ops
 	e->deadline_ms = deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS;
 	e->next = e->ntargets = 0;
 	e->interims = 0;
+	e->failed = 0;
 	e->tree = (flags & PROTO_FLAG_TREE) && action != PROTO_ACTION_STATUS;
 	e->relists = 0;
 	e->relist_from = 0;

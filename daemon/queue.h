@@ -68,6 +68,7 @@ struct queue_entry {
 	struct action_target *targets;
 	size_t ntargets, next;      /* targets[next..] not started yet */
 	uint32_t interims;          /* extra RESULTs sent so far (at-exec's "armed") */
+	uint32_t failed;            /* RESULTs so far that carry an error */
 	bool tree;                  /* guard/unguard --tree: children listed again after */
 	unsigned relists;           /* rounds of that so far */
 	size_t relist_from;         /* targets[relist_from..] ran since the last round */

@@ -109,6 +109,32 @@ def test_cmdline_selects_exactly_the_matching_processes(daemon, victim, token):
         shutil.rmtree(link.parent)
 
 
+def test_a_survey_is_one_record(daemon, victim, token):
+    """status through a selector is logged once per request, with its
+    counts; each process's answer only at debug (monitoring asks it of the
+    whole node every minute).  A named PID's status is still its own record."""
+    link = Path(tempfile.mkdtemp(prefix="btg-sel-")) / token
+    link.symlink_to(victim_path("idle"))
+    try:
+        vs = [start(victim, [link, 1], "idle") for _ in range(2)]
+        r = daemon.ctl("status", "--cmdline", f"*{token}*", check=0)
+        assert pids_of(r) == sorted(v.pid for v in vs), r
+        log = daemon.log().splitlines()
+        for v in vs:
+            assert not [ln for ln in log if ln.startswith(f"btguardd: info: status pid={v.pid} ")]
+            assert [ln for ln in log if ln.startswith(f"btguardd: debug: status pid={v.pid} ")]
+        surveys = [m.groups() for m in
+                   (re.match(r"btguardd: info: status of (\d+) selected process(?:es)? by uid=0 "
+                             r"gid=0 pid=\d+: (\d+) answered, (\d+) failed$", ln) for ln in log)
+                   if m]
+        assert surveys == [("2", "2", "0")], surveys
+        daemon.ctl("status", vs[0].pid, check=0)
+        assert [ln for ln in daemon.log().splitlines()
+                if ln.startswith(f"btguardd: info: status pid={vs[0].pid} ")]
+    finally:
+        shutil.rmtree(link.parent)
+
+
 @pytest.mark.parametrize("root", CGROUP_ROOTS, ids=["unified", "v1-cpu"])
 def test_cgroup_selects_the_subtree(daemon, victim, cgroup, root):
     top = cgroup(root)
