@@ -340,7 +340,6 @@ static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct au
 	unsigned need = x->need & ~FACTS_UID;
 	struct facts f;
 	bool match = false;
-	pid_t live;
 
 	if (facts_read(pid, need, &f) < 0)
 		goto out;
@@ -349,18 +348,13 @@ static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct au
 		goto out;
 	if (auth_read_target(pid, auth) < 0)
 		goto out;
-	/* A main thread that left with pthread_exit() reads 'Z': the process lives on in the others. */
-	if (auth->status.state == 'Z' || auth->status.state == 'X') {
-		if (procfs_live_task(pid, &live) < 0)
-			goto out;   /* a zombie: nothing to guard */
-		facts_free(&f);
-		if (facts_read(live, need, &f) < 0)
-			goto out;
-	}
+	/* 'Z': a zombie, with nothing to guard, or a main thread that left with pthread_exit(). */
+	if ((auth->status.state == 'Z' || auth->status.state == 'X') &&
+	    facts_read_through_live(pid, need, &f) < 0)
+		goto out;
 	/* Read while pinned, then checked: the facts are that process's own. */
 	if (pidfd >= 0 && pin_state(pidfd) != PIN_ALIVE)
 		goto out;
-	f.p.pid = pid;
 	f.p.uid = auth->status.uid[0];
 	match = matches(x, &f);
 out:

@@ -143,6 +143,19 @@ int facts_read(pid_t pid, unsigned need, struct facts *f)
 	return 0;
 }
 
+int facts_read_through_live(pid_t pid, unsigned need, struct facts *f)
+{
+	pid_t live;
+	int r = procfs_live_task(pid, &live);
+
+	if (r < 0)
+		return -ESRCH;
+	facts_free(f);
+	r = facts_read(live, need, f);
+	f->p.pid = pid;
+	return r;
+}
+
 void facts_free(struct facts *f)
 {
 	free(f->objects_buf);

@@ -48,6 +48,15 @@ unsigned facts_needed(const struct select_rule *r, bool at_risk);
 int facts_read(pid_t pid, unsigned need, struct facts *f);
 
 /*
+ * Reads f again through a live thread of pid, for a process whose main
+ * thread left with pthread_exit(): its PID reads 'Z' and shows no
+ * executable, command line or maps, while its other threads run.  f->p.pid
+ * stays pid.  -ESRCH when no thread lives (a zombie), f then as it was;
+ * another error when the new read fails (facts_free() f).
+ */
+int facts_read_through_live(pid_t pid, unsigned need, struct facts *f);
+
+/*
  * The objects part of f (FACTS_OBJECTS) from maps read already: the
  * distinct files mapped, in map order.  0 or -ENOMEM.
  */

@@ -551,24 +551,6 @@ static void close_statm(struct watch *w, int *fd)
 	w->nfds--;
 }
 
-/*
- * A process whose main thread left with pthread_exit() reads 'Z' and has
- * no executable or maps through its PID: its facts are read again through
- * a live thread.  False when that read fails; a true zombie keeps 'Z'.
- */
-static bool read_through_live(struct watch *w, pid_t pid)
-{
-	pid_t live;
-
-	if ((w->facts->state != 'Z' && w->facts->state != 'X') || procfs_live_task(pid, &live) < 0)
-		return true;
-	facts_free(w->facts);
-	if (facts_read(live, w->need, w->facts) < 0)
-		return false;
-	w->facts->p.pid = pid;
-	return true;
-}
-
 /* One process: is it new or changed, and if so, does a rule take it? */
 static void sweep_one(struct watch *w, pid_t pid)
 {
@@ -576,6 +558,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 	struct proc *old = old_entry(w, pid), now = { .pid = pid, .statm = -1 };
 	const struct policy_rule *rule;
 	struct retry *again;
+	int r;
 
 	if (pid == getpid())
 		return;
@@ -623,7 +606,14 @@ static void sweep_one(struct watch *w, pid_t pid)
 		return;
 	}
 	/* New, or its mappings changed: what does it map now? */
-	if (facts_read(pid, w->need, w->facts) < 0 || !read_through_live(w, pid)) {
+	r = facts_read(pid, w->need, w->facts);
+	/* 'Z': a zombie, which no rule takes, or a main thread gone with pthread_exit(). */
+	if (r == 0 && (w->facts->state == 'Z' || w->facts->state == 'X')) {
+		r = facts_read_through_live(pid, w->need, w->facts);
+		if (r == -ESRCH)
+			r = 0;   /* a zombie: as read */
+	}
+	if (r < 0) {
 		facts_free(w->facts);
 		close_statm(w, &now.statm);
 		return;   /* gone, or unreadable: looked at again next time */
