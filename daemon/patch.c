@@ -158,7 +158,15 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 	 */
 	struct pollfd p = { .fd = pin->pidfd, .events = POLLIN };
 	bool exited = poll(&p, 1, 0) != 0;
-	int r = procfs_read_stat(pid, &st);
+	int r;
+
+	/*
+	 * A live pidfd's process keeps its PID: nothing more to read (this
+	 * runs inside the pause).  Without one, the start time says it.
+	 */
+	if (pin->pidfd >= 0 && !exited)
+		return 0;
+	r = procfs_read_stat(pid, &st);
 
 	/*
 	 * A live process under the PID that is not ours says more than

@@ -137,8 +137,8 @@ uint64_t ptrace_world_pause_us(const struct ptrace_world *w)
 	return timespec_diff_us(&w->first_stop, &w->last_resume);
 }
 
-/* Tasks are kept sorted by TID (see sort_tasks), so look-ups are a binary search. */
-static struct ptrace_task *task_find(struct ptrace_world *w, pid_t tid)
+/* Among the tasks sorted by TID (see sort_tasks): a binary search. */
+static struct ptrace_task *task_find_sorted(struct ptrace_world *w, pid_t tid)
 {
 	size_t lo = 0, hi = w->sorted;
 
@@ -152,6 +152,16 @@ static struct ptrace_task *task_find(struct ptrace_world *w, pid_t tid)
 		else
 			hi = mid;
 	}
+	return NULL;
+}
+
+/* Any task of w; those added since the last sort are looked through one by one. */
+static struct ptrace_task *task_find(struct ptrace_world *w, pid_t tid)
+{
+	struct ptrace_task *t = task_find_sorted(w, tid);
+
+	if (t)
+		return t;
 	for (size_t i = w->sorted; i < w->n; i++)  /* added since the last sort */
 		if (w->tasks[i].tid == tid)
 			return &w->tasks[i];
@@ -372,7 +382,7 @@ int ptrace_setup(void)
 /*
  * PTRACE_SEIZE that an exec cannot hold up for good (unstick.c says
  * why it could).  When the timer rings while the call waits, the call is
- * abandoned (the jump restores the signal mask), every status that is
+ * abandoned (the escape restores the signal mask), every status that is
  * ready is collected - the exec's victims, the threads we held that it
  * killed, among them, which lets it go on - and the seize is tried
  * again.  w may be an empty world: statuses then go to the followers and
@@ -385,7 +395,9 @@ static int seize_call(struct ptrace_world *w, pid_t tid, uint64_t options, unsig
 	int r;
 
 	unstick_begin();
-	if (sigsetjmp(seize_escape, 1) != 0) {
+	/* No mask saved here (a system call per seize): the escape restores unstick's. */
+	if (sigsetjmp(seize_escape, 0) != 0) {
+		unstick_restore_mask();
 		(*ret_abandoned)++;
 		w->tids_unsure = true;
 		/* Abandoned, perhaps just after it took effect: then tid is ours already. */
@@ -549,8 +561,15 @@ static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why
 		snprintf(why, why_len, "process %d disappeared", tgid);
 		return procfs_gone(r) ? -BTG_ERR_GONE : r;
 	}
+	/*
+	 * procfs_list_tasks() names each TID once, so only the tasks known before it
+	 * need looking through: sorted now, a binary search each.  (Looking
+	 * through the ones this loop adds, unsorted, was quadratic: a
+	 * millisecond of the pause at 1,024 threads.)
+	 */
+	sort_tasks(w);
 	for (size_t i = 0; i < n; i++) {
-		if (task_find(w, tids[i]))
+		if (task_find_sorted(w, tids[i]))
 			continue;
 		if (!w->first_stop.tv_sec && !w->first_stop.tv_nsec)
 			clock_gettime(CLOCK_MONOTONIC, &w->first_stop);
@@ -574,8 +593,11 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
 	unsigned abandoned = w->seizes_abandoned;
 	int r = 0;
 
-	/* One timer for the whole phase: seize_call()'s own begin and end then nest, free. */
-	unstick_begin();
+	/*
+	 * One timer for the whole phase, armed by the first seize_call() (a
+	 * pass that finds no new thread seizes nothing and arms nothing).
+	 */
+	unstick_defer();
 	for (size_t g = 0; g < w->ngroups && r == 0; g++)
 		r = seize_group(w, w->groups[g], why, why_len);
 	unstick_end();

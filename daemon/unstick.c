@@ -29,7 +29,8 @@
 
 static void (*ring_hook)(void);
 static unsigned depth;
-static bool installed;
+static bool installed, armed;
+static sigset_t mask_when_armed;
 
 static void on_alarm(int sig)
 {
@@ -70,13 +71,30 @@ int unstick_setup(void (*on_ring)(void))
 
 void unstick_begin(void)
 {
+	depth++;
 	/* Without a handler the timer's SIGALRM would end the process. */
-	if (depth++ == 0 && installed)
+	if (!armed && installed) {
+		pthread_sigmask(SIG_BLOCK, NULL, &mask_when_armed);
 		arm(UNSTICK_MS);
+		armed = true;
+	}
+}
+
+void unstick_defer(void)
+{
+	depth++;
 }
 
 void unstick_end(void)
 {
-	if (depth > 0 && --depth == 0 && installed)
+	if (depth > 0 && --depth == 0 && armed) {
 		arm(0);
+		armed = false;
+	}
+}
+
+void unstick_restore_mask(void)
+{
+	if (armed)
+		pthread_sigmask(SIG_SETMASK, &mask_when_armed, NULL);
 }

@@ -16,8 +16,21 @@
  */
 int unstick_setup(void (*on_ring)(void));
 
-/* Rings every UNSTICK_MS from now until unstick_end(); calls nest. */
+/*
+ * Rings every UNSTICK_MS from now until the outermost unstick_end(); calls
+ * nest.  unstick_defer() opens a phase that arms nothing itself: the first
+ * unstick_begin() inside arms the timer, and the phase's end disarms it
+ * (a phase that seizes nobody costs no timer).
+ */
 void unstick_begin(void);
+void unstick_defer(void);
 void unstick_end(void);
+
+/*
+ * The signal mask as it was when the timer was armed.  A jump out of the
+ * handler (ptrace.c) does not restore it, since saving it at every seize
+ * would cost a system call each: the jump's target calls this instead.
+ */
+void unstick_restore_mask(void);
 
 #endif
