@@ -29,7 +29,10 @@
  *        saw, or somebody else is writing there;
  *     f. activeness check (stackcheck.c): no thread executes or will return
  *        into the bytes to change, and no saved PC on any of its stacks
- *        points into them; if one does, resume all, back off, retry;
+ *        points into them; each thread is checked as it stops, the
+ *        scans past a large process's first few on a second thread
+ *        (scanwork.c), and every verdict is in before 4g; if one finds
+ *        something, resume all, back off, retry;
  *     g. write each site with one ptrace word, read it back, and if any read
  *        back differs restore every word already written;
  *     h. resume every thread as it was.
@@ -73,6 +76,8 @@
 /* Between attempts on a busy target: doubling from 1 ms to 20 ms. */
 #define BACKOFF_FIRST_MS 1u
 #define BACKOFF_MAX_MS   20u
+/* What the scan worker gets past the deadline, once the world has stopped (collect_checks). */
+#define COLLECT_GRACE_MS 10u
 
 struct attempt {
 	pid_t pid;
@@ -216,6 +221,29 @@ static void plan_spans(struct attempt *a)
  * Step 4d for one stopped thread.  A stack we could not read is treated
  * like a busy one: retry.
  */
+/*
+ * A check's verdict r, in a->why: -BTG_ERR_BUSY for anything but 0 and
+ * -ENOMEM, and -BTG_ERR_STOP for scans the deadline cut short, which say
+ * no more than a stop cut short (patch_step() then answers with the check
+ * that refused the attempt before).
+ */
+static int explain_check(struct attempt *a, int r, const struct stackcheck_hit *hit)
+{
+	if (r == -ETIMEDOUT && !hit->tid) {
+		snprintf(a->why, a->why_len, "the stack scans of process %d did not finish in time", a->pid);
+		return -BTG_ERR_STOP;
+	}
+	if (r == -BTG_ERR_BUSY)
+		snprintf(a->why, a->why_len,
+			 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
+			 hit->tid, hit->by_scan ? "has on its stack (a return address or a signal frame's PC)" :
+			 hit->frame == 0 ? "is executing at" : "will return to", hit->pc);
+	else if (r < 0)
+		snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
+			 hit->tid, strerror(-r));
+	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
+}
+
 static int check_thread(struct attempt *a, const struct ptrace_task *t)
 {
 	struct stackcheck_hit hit;
@@ -226,15 +254,34 @@ static int check_thread(struct attempt *a, const struct ptrace_task *t)
 	r = stackcheck_thread(a->sc, t->tid, &t->regs, a->spans, a->nspans, &hit);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	a->check_us += timespec_diff_us(&t0, &t1);
-	if (r == -BTG_ERR_BUSY)
-		snprintf(a->why, a->why_len,
-			 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
-			 hit.tid, hit.by_scan ? "has on its stack (a return address or a signal frame's PC)" :
-			 hit.frame == 0 ? "is executing at" : "will return to", hit.pc);
-	else if (r < 0)
-		snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
-			 t->tid, strerror(-r));
-	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
+	return explain_check(a, r, &hit);
+}
+
+/* The scans check_thread() handed to the worker, finished and judged. */
+static int collect_checks(struct attempt *a)
+{
+	struct stackcheck_hit hit;
+	struct timespec t0, t1;
+	int r;
+
+	struct timespec by, least;
+
+	/*
+	 * As long as a stop may take, within the deadline; but the world has
+	 * stopped already, and an attempt the deadline started at (the last)
+	 * gets a moment past it rather than being thrown away for microseconds.
+	 */
+	timespec_after_ms(&by, PATCH_STOP_WAIT_MS);
+	if (timespec_diff_ns(&by, a->deadline) < 0)
+		by = *a->deadline;
+	timespec_after_ms(&least, COLLECT_GRACE_MS);
+	if (timespec_diff_ns(&by, &least) > 0)
+		by = least;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = stackcheck_collect(a->sc, &by, &hit);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	a->check_us += timespec_diff_us(&t0, &t1);
+	return explain_check(a, r, &hit);
 }
 
 /*
@@ -269,6 +316,8 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 		if (t->stopped && !t->gone && !t->checked)
 			r = check_thread(a, t);
 	}
+	if (r == 0)
+		r = collect_checks(a);
 	stackcheck_stats(a->sc, &walked, &scanned, &scan_bytes);
 	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, %zu of them as soon as they stopped; checks took %" PRIu64 " us",
 		a->pid, scanned, scan_bytes, walked, a->checked_early, a->check_us);
@@ -463,12 +512,17 @@ static int attempt_once(struct attempt *a)
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
 	stackcheck_preload(a->sc);   /* step 4b: the unwind headers, outside the pause */
 	plan_spans(a);
+	/* Stacks may be scanned on the worker while the others stop (collected in 4f). */
+	stackcheck_defer_begin(a->sc, a->spans, a->nspans);
 	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, &hook, a->why,
 			    a->why_len);
-	if (r < 0)
+	if (r < 0) {
+		stackcheck_defer_end(a->sc);
 		return r;
+	}
 	r = stop_late_sharers(a, &w);
 	if (r < 0) {
+		stackcheck_defer_end(a->sc);
 		a->pause_us = ptrace_world_pause_us(&w);
 		return r;
 	}
@@ -495,6 +549,7 @@ static int attempt_once(struct attempt *a)
 	r = patch_write_sites(a->pid, first_stopped(&w), a->sites, a->guard, a->why, a->why_len);
 out_resume:
 	r2 = ptrace_resume_all(&w);
+	stackcheck_defer_end(a->sc);
 	a->pause_us = ptrace_world_pause_us(&w);
 	if (w.all_stopped.tv_sec)
 		log_msg(LOG_DEBUG, "process %d: every task stopped from %lld.%09ld to %lld.%09ld (CLOCK_MONOTONIC)",

@@ -2,7 +2,9 @@
 /*
  * The control socket's event loop: the listening socket, signals, timers,
  * sd_notify, the watchdog, and one turn of the queue at a time.
- * Single-threaded and non-blocking: the only thing that blocks is one turn
+ * One thread does all of it, non-blocking (the only other thread,
+ * scanwork.c's, scans target stacks for an attempt and touches nothing
+ * else): the only thing that blocks is one turn
  * (at most one attempt on one target, its stop wait bounded: patch.h), and
  * between two turns the loop always polls again (timeout 0), so new
  * clients and I/O are served while a long request is in progress.  Whose

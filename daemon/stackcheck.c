@@ -30,6 +30,7 @@
 
 #include "../proto/proto.h"
 #include "arch_unwind.h"
+#include "scanwork.h"
 #include "stackcheck.h"
 
 #define WALK_MAX_FRAMES  512
@@ -39,6 +40,7 @@
 #define CACHE_PAGES      256u                  /* table and code pages kept: 1 MiB */
 #define STACK_PAGES      16u                   /* pages of the walked thread's stack */
 #define MAX_TABLES       1024u   /* every object of a torch process (~300) and then some */
+#define DEFER_AFTER_THREADS 32u  /* scanned here before the worker takes the rest */
 
 /* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
 #define DW_EH_PE_udata4  0x03
@@ -90,6 +92,13 @@ struct stackcheck {
 	size_t walked, scanned;    /* threads that needed a walk / threads scanned */
 	uint64_t scan_bytes;       /* stack bytes scanned since the last reset */
 	const arch_regs_t *regs;   /* of the thread being walked */
+	/* Between stackcheck_defer_begin() and _end(): */
+	bool defer;                    /* scans may go to the worker */
+	bool batch_refused;            /* it is busy or not running: scan here */
+	size_t inline_left;            /* threads still scanned here first */
+	struct stackcheck_span defer_spans[PROTO_MAX_SITES];
+	size_t defer_nspans;
+	struct scanwork_batch *batch;  /* scans handed to the worker, or NULL */
 };
 
 static const struct procfs_mapping *find_mapping(const struct stackcheck *sc, uint64_t addr);
@@ -357,6 +366,7 @@ int stackcheck_new(pid_t pid, pid_t via, const struct procfs_mapping *maps, size
 
 void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, size_t nmaps)
 {
+	stackcheck_defer_end(sc);
 	cache_empty(&sc->pages);
 	sc->ntables = 0;
 	sc->walked = sc->scanned = 0;
@@ -387,6 +397,7 @@ void stackcheck_free(struct stackcheck *sc)
 {
 	if (!sc)
 		return;
+	stackcheck_defer_end(sc);
 	if (sc->as)
 		unw_destroy_addr_space(sc->as);
 	cache_free(&sc->pages);
@@ -568,6 +579,86 @@ static int walk(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs, struc
 	}
 }
 
+/*
+ * Queues for the worker the scan scan_stack() would do from sp: true if
+ * queued.  What the worker cannot take (no mapping, a stack too large, a
+ * full batch) is scanned here as before, with the same verdicts.
+ */
+static bool defer_scan(struct stackcheck *sc, pid_t tid, uint64_t sp)
+{
+	const struct procfs_mapping *m = find_mapping(sc, sp);
+	uint64_t lo;
+
+	/*
+	 * A few threads are scanned here first: waking the worker costs more
+	 * than a small process's scans, and a process that has only a few
+	 * never waits for it.
+	 */
+	if (!sc->defer || !m || sc->batch_refused)
+		return false;
+	if (sc->inline_left > 0) {
+		sc->inline_left--;
+		return false;
+	}
+	if (!sc->batch && scanwork_begin(sc->defer_spans, sc->defer_nspans, 256, &sc->batch) < 0) {
+		sc->batch = NULL;
+		sc->batch_refused = true;
+		return false;
+	}
+	lo = (sp >= m->start + ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : m->start) & ~(uint64_t)7;
+	if (m->end - lo > SCAN_MAX_BYTES)
+		return false;
+	return scanwork_submit(sc->batch, tid, lo, m->end);
+}
+
+void stackcheck_defer_begin(struct stackcheck *sc, const struct stackcheck_span *spans,
+			    size_t nspans)
+{
+	stackcheck_defer_end(sc);
+	if (nspans == 0 || nspans > PROTO_MAX_SITES)
+		return;
+	memcpy(sc->defer_spans, spans, nspans * sizeof(*spans));
+	sc->defer_nspans = nspans;
+	sc->inline_left = DEFER_AFTER_THREADS;
+	sc->defer = true;
+}
+
+int stackcheck_collect(struct stackcheck *sc, const struct timespec *deadline,
+		       struct stackcheck_hit *hit)
+{
+	const struct scanwork_job *jobs;
+	size_t n;
+
+	memset(hit, 0, sizeof(*hit));
+	if (!sc->batch)
+		return 0;
+	if (scanwork_wait(sc->batch, deadline) < 0)
+		return -ETIMEDOUT;
+	jobs = scanwork_jobs(sc->batch, &n);
+	for (size_t i = 0; i < n; i++)
+		sc->scan_bytes += jobs[i].bytes;
+	for (size_t i = 0; i < n; i++) {
+		hit->tid = jobs[i].tid;
+		if (jobs[i].r == 1) {
+			hit->pc = jobs[i].pc;
+			hit->frame = -1;
+			hit->by_scan = true;
+			return -BTG_ERR_BUSY;
+		}
+		if (jobs[i].r < 0)
+			return jobs[i].r;
+	}
+	hit->tid = 0;
+	return 0;
+}
+
+void stackcheck_defer_end(struct stackcheck *sc)
+{
+	scanwork_end(sc->batch);
+	sc->batch = NULL;
+	sc->defer = sc->batch_refused = false;
+}
+
 int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit)
@@ -599,6 +690,9 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 	home = home_stack(sc, tid, regs);
 	if (here && home && here != home)
 		done.home = home;
+	/* On its home stack one scan is the whole check, and the worker may do it. */
+	if (!done.home && defer_scan(sc, tid, arch_regs_sp(regs)))
+		return 0;
 	r = scan_stack(sc, tid, arch_regs_sp(regs), &done, spans, nspans, hit);
 	if (r == 1)
 		return -BTG_ERR_BUSY;

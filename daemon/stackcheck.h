@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "arch.h"
 #include "procfs.h"
@@ -73,6 +74,28 @@ void stackcheck_free(struct stackcheck *sc);
 int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit);
+
+/*
+ * Hands the scans of threads on their home stacks to the worker thread
+ * (scanwork.h) from now until stackcheck_defer_end(): stackcheck_thread()
+ * then answers 0 for those at once, and stackcheck_collect() gives their
+ * verdict.  spans must be those every stackcheck_thread() call passes.
+ * Without the worker (busy, or not running) nothing changes: each scan is
+ * done in stackcheck_thread().  stackcheck_reset() and stackcheck_free()
+ * end it too.
+ */
+void stackcheck_defer_begin(struct stackcheck *sc, const struct stackcheck_span *spans,
+			    size_t nspans);
+/*
+ * Waits (until deadline, CLOCK_MONOTONIC) for the scans handed over, then
+ * answers as stackcheck_thread() would for the first that found something:
+ * 0, -BTG_ERR_BUSY with *hit (tid, the word, by_scan), or a negative errno
+ * with hit->tid naming the thread; -ETIMEDOUT with hit->tid 0 when the
+ * worker did not finish in time.
+ */
+int stackcheck_collect(struct stackcheck *sc, const struct timespec *deadline,
+		       struct stackcheck_hit *hit);
+void stackcheck_defer_end(struct stackcheck *sc);
 
 /* Since the last reset: threads scanned, threads that also needed a walk, bytes scanned. */
 void stackcheck_stats(const struct stackcheck *sc, size_t *ret_walked, size_t *ret_scanned,

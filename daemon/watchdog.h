@@ -6,8 +6,9 @@
  * detaches every process it was holding: a hung daemon holds its targets
  * for at most WatchdogSec + TimeoutAbortSec.
  *
- * The keep-alives come from the single thread that does the work, never
- * from a timer thread, so they prove that work moves: the event loop sends
+ * The keep-alives come from the thread that does the work, never from a
+ * timer thread (or scanwork.c's, which only scans stacks for an attempt),
+ * so they prove that work moves: the event loop sends
  * them between turns (a busy target's attempts are turns of their own),
  * and the waits inside one attempt (ptrace.c's wait for stops) call
  * watchdog_kick() too.

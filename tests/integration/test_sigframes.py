@@ -8,7 +8,16 @@ such a handler, built without unwind tables, in every shape a walk gets
 wrong (see tests/victims/sigframe.c).  The daemon must answer busy while
 the thread is parked, write nothing, and succeed once it has left; the
 victim must survive every step with the frames it should get.
+
+A word on an ordinary thread's own stack that points into those bytes
+(a return address would) must keep the daemon from writing too, also
+when that stack was scanned on the daemon's scan worker, which takes
+every thread past the first few of a large process.
 """
+
+import os
+import signal
+import time
 
 import pytest
 
@@ -82,4 +91,35 @@ def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
         tell(v, "release")
         expect_resumed(out, after)
         v.assert_alive()
+    assert thread_problems(v.pid) == []
+
+
+def holder_tid(pid):
+    """The idle victim's thread named word-holder."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == "word-holder":
+                return int(tid)
+    pytest.fail(f"victim {pid} has no word-holder thread")
+
+
+def test_a_word_on_the_last_threads_stack_blocks_the_write(daemon, victim):
+    # 48 threads: the holder, started last, is checked long after the
+    # first few the daemon scans itself.
+    v = victim("idle", 48, "--word-on-stack")
+    tid = holder_tid(v.pid)
+    for _ in range(2):
+        r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, "guard", v.pid, check=1).results[0]
+        assert r["error"] == "busy", r
+        assert f"thread {tid} has on its stack" in r["message"], r
+        assert state_of(daemon, v.pid) == "unguarded"
+    os.kill(v.pid, signal.SIGUSR1)
+    end = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        r = daemon.ctl("guard", v.pid, check=None).results[0]
+        if r["ok"] or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    assert r["ok"] and r["state"] == "guarded", r
+    v.assert_alive()
     assert thread_problems(v.pid) == []

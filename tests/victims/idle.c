@@ -2,7 +2,7 @@
 /*
  * idle: a quiet victim.
  *
- * Usage: idle NTHREADS [--nondumpable | --nondumpable-on-usr1]
+ * Usage: idle NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack]
  *
  * Calls backtrace() once (so libc's definition is bound and in use), starts
  * NTHREADS threads that sleep in pause(), prints "ready" and sleeps too.
@@ -12,12 +12,18 @@
  * the owner (the kernel would deny the owner's own ptrace too);
  * --nondumpable-on-usr1 clears it only when SIGUSR1 comes, to change the
  * owner's rights while a request is under way.
+ * --word-on-stack: the last thread started (named "word-holder") keeps
+ * on its stack words pointing just inside backtrace()'s first bytes, as a
+ * return address into them would, until SIGUSR1 comes; then it clears
+ * them and sleeps like the others.  The last thread's stack is among the
+ * last the daemon checks, which with enough threads is on its scan worker.
  */
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,28 @@ static void on_usr1(int sig)
 {
 	(void)sig;
 	usr1 = 1;
+}
+
+/* The words a return address into the guarded bytes would be, whatever their offset. */
+static void *holder(void *arg)
+{
+	volatile uintptr_t words[8];
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "word-holder");
+	for (int i = 0; i < 8; i++)
+		words[i] = (uintptr_t)&backtrace + 1 + (uintptr_t)i;
+	atomic_fetch_add(&started, 1);
+	while (!usr1)
+		usleep(10000);
+	for (int i = 0; i < 8; i++)
+		words[i] = 0;
+	for (int i = 0; i < 8; i++)
+		if (words[i])
+			abort();   /* (a read, so the compiler keeps the words) */
+	for (;;)
+		pause();
+	return NULL;
 }
 
 static void *sleeper(void *arg)
@@ -49,21 +77,22 @@ int main(int argc, char **argv)
 	pthread_t t;
 	sigset_t usr1_only;
 	bool later = argc == 3 && !strcmp(argv[2], "--nondumpable-on-usr1");
+	bool word = argc == 3 && !strcmp(argv[2], "--word-on-stack");
 
-	if (argc < 2 || argc > 3 || (n = atoi(argv[1])) < 0 || n > 1024 ||
-	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0 && !later)) {
-		fprintf(stderr, "usage: %s NTHREADS [--nondumpable | --nondumpable-on-usr1]\n",
+	if (argc < 2 || argc > 3 || (n = atoi(argv[1])) < 0 || n > 1024 || (word && n < 1) ||
+	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0 && !later && !word)) {
+		fprintf(stderr, "usage: %s NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack]\n",
 			argv[0]);
 		return 2;
 	}
 	/* Blocked in every thread but while main waits for it. */
 	sigemptyset(&usr1_only);
 	sigaddset(&usr1_only, SIGUSR1);
-	if (later) {
+	if (later || word) {
 		signal(SIGUSR1, on_usr1);
 		pthread_sigmask(SIG_BLOCK, &usr1_only, NULL);
 	}
-	if (argc == 3 && !later && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+	if (argc == 3 && !later && !word && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
 		perror("prctl");
 		return 1;
 	}
@@ -72,7 +101,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < n; i++) {
-		if (pthread_create(&t, NULL, sleeper, NULL) != 0) {
+		if (pthread_create(&t, NULL, word && i == n - 1 ? holder : sleeper, NULL) != 0) {
 			perror("pthread_create");
 			return 1;
 		}
@@ -81,6 +110,10 @@ int main(int argc, char **argv)
 		usleep(1000);
 	printf("ready\n");
 	fflush(stdout);
+	if (word) {
+		/* The holder polls usr1; main takes the signal. */
+		pthread_sigmask(SIG_UNBLOCK, &usr1_only, NULL);
+	}
 	if (later) {
 		pthread_sigmask(SIG_UNBLOCK, &usr1_only, NULL);
 		while (!usr1)

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Stack scans on a second thread (scanwork.h).
+ *
+ * Why a thread: with 1,024 threads to stop, the scans of their stacks
+ * took a fifth of the pause, all of it on the one thread that also seizes
+ * and collects the stops, while the other cores waited.  A scan is a
+ * plain read of the target's memory (process_vm_readv) and a comparison,
+ * so it may run anywhere; ptrace requests, which only the tracer may make,
+ * stay on the main thread.
+ *
+ * What keeps it simple: the worker touches nothing but the batch, which
+ * holds copies of everything it needs, under one mutex.  The main thread
+ * fills the batch and waits for it; the worker empties it.  A batch whose
+ * caller stopped waiting (a deadline, an error) is left to the worker,
+ * which frees it when its last scan is done; until then no new batch
+ * starts, so a worker held up in a read (a page that must come from swap)
+ * never has two batches, and the attempts meanwhile scan on their own.
+ * The worker blocks every signal: SIGALRM, SIGCHLD and the rest are the
+ * main thread's.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "log.h"
+#include "scanwork.h"
+
+#define CHUNK_WORDS 8192
+#define WAKE_AFTER 8   /* queued scans that wake the worker */
+
+struct scanwork_batch {
+	struct stackcheck_span spans[SCANWORK_MAX_SPANS];
+	size_t nspans;
+	struct scanwork_job *jobs;
+	size_t cap, n;        /* n queued */
+	size_t next;          /* the next one the worker takes */
+	size_t done;          /* finished */
+	bool abandoned;       /* the caller is gone: the worker frees it */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER;   /* a job was queued */
+static pthread_cond_t finished;   /* a job was done; on CLOCK_MONOTONIC, as deadlines are */
+static struct scanwork_batch *current;   /* the one batch, or NULL */
+static bool started, failed;
+
+static void batch_free(struct scanwork_batch *b)
+{
+	free(b->jobs);
+	free(b);
+}
+
+/* One scan, outside the lock: reads the range in chunks, stops at a hit. */
+static void scan(const struct scanwork_batch *b, struct scanwork_job *j, uint64_t *chunk)
+{
+	uint64_t lo = j->lo & ~(uint64_t)7;
+
+	j->r = 0;
+	j->bytes = 0;
+	while (lo < j->hi) {
+		size_t want = (size_t)(j->hi - lo);
+		struct iovec local, remote;
+		ssize_t n;
+
+		if (want > CHUNK_WORDS * sizeof(uint64_t))
+			want = CHUNK_WORDS * sizeof(uint64_t);
+		local.iov_base = chunk;
+		local.iov_len = want;
+		remote.iov_base = (void *)(uintptr_t)lo;
+		remote.iov_len = want;
+		n = process_vm_readv(j->tid, &local, 1, &remote, 1, 0);
+		if (n <= 0) {
+			j->r = -EFAULT;
+			return;
+		}
+		j->bytes += (uint64_t)n;
+		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), b->spans, b->nspans,
+					  &j->pc)) {
+			j->r = 1;
+			return;
+		}
+		lo += (uint64_t)n & ~(uint64_t)7;
+	}
+}
+
+static void *worker(void *arg)
+{
+	uint64_t *chunk = malloc(CHUNK_WORDS * sizeof(uint64_t));
+
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		struct scanwork_batch *b = current;
+		struct scanwork_job job;
+		size_t i;
+
+		if (!b || b->next == b->n) {
+			pthread_cond_wait(&work, &lock);
+			continue;
+		}
+		i = b->next++;
+		job = b->jobs[i];
+		pthread_mutex_unlock(&lock);
+		if (chunk)
+			scan(b, &job, chunk);
+		else
+			job.r = -ENOMEM;
+		pthread_mutex_lock(&lock);
+		b->jobs[i] = job;
+		b->done++;
+		if (b->abandoned && b->done == b->n) {
+			current = NULL;
+			batch_free(b);
+		}
+		pthread_cond_broadcast(&finished);
+	}
+	return NULL;
+}
+
+/* Starts the worker once, with every signal blocked; false if it cannot run. */
+static bool worker_running(void)
+{
+	sigset_t all, old;
+	pthread_t t;
+	int r;
+
+	if (started || failed)
+		return started;
+	pthread_condattr_t ca;
+
+	if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&finished, &ca) != 0) {
+		failed = true;
+		return false;
+	}
+	pthread_condattr_destroy(&ca);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, NULL, worker, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		failed = true;
+		log_msg(LOG_WARNING, "cannot start the stack scan thread (%s); stacks are scanned on the main thread",
+			strerror(r));
+		return false;
+	}
+	pthread_detach(t);
+	started = true;
+	return true;
+}
+
+int scanwork_begin(const struct stackcheck_span *spans, size_t nspans, size_t cap,
+		   struct scanwork_batch **ret)
+{
+	struct scanwork_batch *b;
+
+	*ret = NULL;
+	if (nspans > sizeof(b->spans) / sizeof(b->spans[0]) || cap == 0 || !worker_running())
+		return -EAGAIN;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->jobs = calloc(cap, sizeof(*b->jobs));
+	if (!b->jobs) {
+		free(b);
+		return -ENOMEM;
+	}
+	memcpy(b->spans, spans, nspans * sizeof(*spans));
+	b->nspans = nspans;
+	b->cap = cap;
+	pthread_mutex_lock(&lock);
+	if (current) {
+		/* The worker is still on an abandoned batch. */
+		pthread_mutex_unlock(&lock);
+		batch_free(b);
+		return -EAGAIN;
+	}
+	current = b;
+	pthread_mutex_unlock(&lock);
+	*ret = b;
+	return 0;
+}
+
+bool scanwork_submit(struct scanwork_batch *b, pid_t tid, uint64_t lo, uint64_t hi)
+{
+	bool queued = false;
+
+	pthread_mutex_lock(&lock);
+	if (b->n == b->cap) {
+		/* Under the lock: the worker holds no pointer into jobs outside it. */
+		struct scanwork_job *v = reallocarray(b->jobs, b->cap * 2, sizeof(*v));
+
+		if (v) {
+			b->jobs = v;
+			b->cap *= 2;
+		}
+	}
+	if (b->n < b->cap) {
+		b->jobs[b->n] = (struct scanwork_job){ .tid = tid, .lo = lo, .hi = hi };
+		b->n++;
+		queued = true;
+		/* A wake-up is a system call: one per few scans, and one in scanwork_wait(). */
+		if (b->n - b->next >= WAKE_AFTER)
+			pthread_cond_signal(&work);
+	}
+	pthread_mutex_unlock(&lock);
+	return queued;
+}
+
+int scanwork_wait(struct scanwork_batch *b, const struct timespec *deadline)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&lock);
+	if (b->next < b->n)
+		pthread_cond_signal(&work);
+	while (b->done < b->n)
+		if (pthread_cond_timedwait(&finished, &lock, deadline) == ETIMEDOUT && b->done < b->n) {
+			r = -ETIMEDOUT;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+const struct scanwork_job *scanwork_jobs(const struct scanwork_batch *b, size_t *ret_n)
+{
+	*ret_n = b->n;
+	return b->jobs;
+}
+
+void scanwork_end(struct scanwork_batch *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&lock);
+	if (b->done == b->n) {
+		if (current == b)
+			current = NULL;
+		batch_free(b);
+	} else {
+		b->abandoned = true;   /* the worker frees it after its last scan */
+	}
+	pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests for the scan worker (scanwork.c), scanning this process's
+ * own memory: a word inside a span is found and named, a clean range is
+ * read whole, an unreadable one is an error, verdicts come back in the
+ * order submitted however many there are, and a batch given up while the
+ * worker is still on it is freed by the worker and never shared with the
+ * next one.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "scanwork.h"
+
+#define WORDS 8192
+
+static const struct stackcheck_span span = { .lo = 0x7f0000001000, .hi = 0x7f0000001008 };
+
+static void in_ms(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_nsec -= 1000000000L;
+		ts->tv_sec++;
+	}
+}
+
+static struct scanwork_batch *begin(void)
+{
+	struct scanwork_batch *b = NULL;
+	struct timespec end;
+
+	/* An earlier test's abandoned batch may still be on the worker. */
+	in_ms(&end, 10000);
+	for (;;) {
+		int r = scanwork_begin(&span, 1, 1, &b);
+		struct timespec now;
+
+		if (r == 0)
+			return b;
+		assert_int_equal(r, -EAGAIN);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		assert_true(now.tv_sec < end.tv_sec);
+		usleep(1000);
+	}
+}
+
+static void finish(struct scanwork_batch *b)
+{
+	struct timespec by;
+
+	in_ms(&by, 10000);
+	assert_int_equal(scanwork_wait(b, &by), 0);
+}
+
+static void a_word_inside_a_span_is_found(void **state)
+{
+	uint64_t *words = calloc(WORDS, sizeof(*words));
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_non_null(words);
+	words[5000] = span.lo + 3;
+	words[6000] = span.lo;   /* the span's first byte is where a call starts, not inside */
+	b = begin();
+	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)(words + WORDS)));
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(jobs[0].r, 1);
+	assert_int_equal(jobs[0].pc, span.lo + 3);
+	assert_int_equal(jobs[0].tid, getpid());
+	scanwork_end(b);
+	free(words);
+}
+
+static void a_clean_range_is_read_whole(void **state)
+{
+	uint64_t *words = calloc(WORDS, sizeof(*words));
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_non_null(words);
+	words[100] = span.lo;
+	words[101] = span.hi;
+	b = begin();
+	/* Unaligned bounds: the scan starts at the word holding lo. */
+	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words + 3, (uintptr_t)(words + WORDS)));
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(jobs[0].r, 0);
+	assert_int_equal(jobs[0].bytes, WORDS * sizeof(uint64_t));
+	scanwork_end(b);
+	free(words);
+}
+
+static void an_unreadable_range_is_an_error(void **state)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_true(p != MAP_FAILED);
+	b = begin();
+	assert_true(scanwork_submit(b, getpid(), (uintptr_t)p, (uintptr_t)p + (uintptr_t)page));
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(jobs[0].r, -EFAULT);
+	scanwork_end(b);
+	munmap(p, (size_t)page);
+}
+
+static void verdicts_come_back_in_order(void **state)
+{
+	uint64_t *words = calloc(WORDS, sizeof(*words));
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_non_null(words);
+	words[WORDS - 1] = span.lo + 1;
+	b = begin();   /* room for 1: the batch grows */
+	for (size_t i = 0; i < 300; i++) {
+		/* Every third range reaches the word at the end. */
+		uintptr_t hi = (uintptr_t)(words + (i % 3 == 0 ? WORDS : WORDS - 1));
+
+		assert_true(scanwork_submit(b, getpid(), (uintptr_t)(words + i), hi));
+	}
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, 300);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(jobs[i].lo, (uintptr_t)(words + i));
+		assert_int_equal(jobs[i].r, i % 3 == 0 ? 1 : 0);
+	}
+	scanwork_end(b);
+	free(words);
+}
+
+static void an_abandoned_batch_is_finished_alone(void **state)
+{
+	size_t len = (size_t)64 << 20;
+	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_true(words != MAP_FAILED);
+	b = begin();
+	for (int i = 0; i < 8; i++)
+		assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)words + len));
+	scanwork_end(b);   /* given up at once: the worker frees it (ASan checks) */
+	/* The next batch starts only once the worker is done with that one. */
+	b = begin();
+	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)(words + 16)));
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(jobs[0].r, 0);
+	scanwork_end(b);
+	munmap(words, len);
+}
+
+static void a_wait_ends_at_its_deadline(void **state)
+{
+	size_t len = (size_t)256 << 20;
+	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct scanwork_batch *b;
+	struct timespec by;
+	(void)state;
+
+	assert_true(words != MAP_FAILED);
+	b = begin();
+	/* Seconds of reading: a deadline now cannot see it done. */
+	for (int i = 0; i < 16; i++)
+		assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)words + len));
+	clock_gettime(CLOCK_MONOTONIC, &by);
+	assert_int_equal(scanwork_wait(b, &by), -ETIMEDOUT);
+	scanwork_end(b);
+	/* The worker finishes it alone, and the next batch waits for that. */
+	b = begin();
+	scanwork_end(b);
+	munmap(words, len);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_word_inside_a_span_is_found),
+		cmocka_unit_test(a_clean_range_is_read_whole),
+		cmocka_unit_test(an_unreadable_range_is_an_error),
+		cmocka_unit_test(verdicts_come_back_in_order),
+		cmocka_unit_test(an_abandoned_batch_is_finished_alone),
+		cmocka_unit_test(a_wait_ends_at_its_deadline),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
