@@ -11,7 +11,9 @@
  *
  * What keeps it simple: the worker touches nothing but the batch, which
  * holds copies of everything it needs, under one mutex.  The main thread
- * fills the batch and waits for it; the worker empties it.  A batch whose
+ * fills the batch while it stops the world, the worker empties it, and
+ * when the main thread comes to wait it takes the jobs the worker has not
+ * started yet (a few large stacks are then scanned two at a time).  A batch whose
  * caller stopped waiting (a deadline, an error) is left to the worker,
  * which frees it when its last scan is done; until then no new batch
  * starts, so a worker held up in a read (a page that must come from swap)
@@ -87,6 +89,24 @@ static void scan(const struct scanwork_batch *b, struct scanwork_job *j, uint64_
 	}
 }
 
+/* Takes the batch's next job under the lock, scans it outside, stores it: false if none. */
+static bool scan_next(struct scanwork_batch *b, uint64_t *chunk)
+{
+	struct scanwork_job job;
+	size_t i;
+
+	if (b->next == b->n)
+		return false;
+	i = b->next++;
+	job = b->jobs[i];
+	pthread_mutex_unlock(&lock);
+	scan(b, &job, chunk);
+	pthread_mutex_lock(&lock);
+	b->jobs[i] = job;
+	b->done++;
+	return true;
+}
+
 static void *worker(void *arg)
 {
 	uint64_t *chunk = malloc(CHUNK_WORDS * sizeof(uint64_t));
@@ -95,23 +115,17 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&lock);
 	for (;;) {
 		struct scanwork_batch *b = current;
-		struct scanwork_job job;
-		size_t i;
 
 		if (!b || b->next == b->n) {
 			pthread_cond_wait(&work, &lock);
 			continue;
 		}
-		i = b->next++;
-		job = b->jobs[i];
-		pthread_mutex_unlock(&lock);
-		if (chunk)
-			scan(b, &job, chunk);
-		else
-			job.r = -ENOMEM;
-		pthread_mutex_lock(&lock);
-		b->jobs[i] = job;
-		b->done++;
+		if (chunk) {
+			scan_next(b, chunk);
+		} else {
+			b->jobs[b->next++].r = -ENOMEM;
+			b->done++;
+		}
 		if (b->abandoned && b->done == b->n) {
 			current = NULL;
 			batch_free(b);
@@ -211,13 +225,28 @@ bool scanwork_submit(struct scanwork_batch *b, pid_t tid, uint64_t lo, uint64_t 
 	return queued;
 }
 
+static bool before(const struct timespec *deadline)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec < deadline->tv_sec ||
+	       (now.tv_sec == deadline->tv_sec && now.tv_nsec < deadline->tv_nsec);
+}
+
 int scanwork_wait(struct scanwork_batch *b, const struct timespec *deadline)
 {
+	/* The caller's own buffer: it scans beside the worker rather than wait. */
+	static uint64_t *chunk;
 	int r = 0;
 
+	if (!chunk)
+		chunk = malloc(CHUNK_WORDS * sizeof(uint64_t));
 	pthread_mutex_lock(&lock);
 	if (b->next < b->n)
 		pthread_cond_signal(&work);
+	while (chunk && before(deadline) && scan_next(b, chunk))
+		;
 	while (b->done < b->n)
 		if (pthread_cond_timedwait(&finished, &lock, deadline) == ETIMEDOUT && b->done < b->n) {
 			r = -ETIMEDOUT;

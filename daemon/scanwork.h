@@ -48,7 +48,9 @@ bool scanwork_submit(struct scanwork_batch *b, pid_t tid, uint64_t lo, uint64_t 
 
 /*
  * Waits until every queued scan is done, or the deadline: 0 or -ETIMEDOUT.
- * Then scanwork_jobs() holds the verdicts, in the order submitted.
+ * Until the deadline the caller scans too, taking the jobs the worker has
+ * not started.  Then scanwork_jobs() holds the verdicts, in the order
+ * submitted.
  */
 int scanwork_wait(struct scanwork_batch *b, const struct timespec *deadline);
 const struct scanwork_job *scanwork_jobs(const struct scanwork_batch *b, size_t *ret_n);

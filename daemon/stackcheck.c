@@ -41,6 +41,7 @@
 #define STACK_PAGES      16u                   /* pages of the walked thread's stack */
 #define MAX_TABLES       1024u   /* every object of a torch process (~300) and then some */
 #define DEFER_AFTER_THREADS 32u  /* scanned here before the worker takes the rest */
+#define DEFER_BYTES      ((uint64_t)64 << 10)  /* a stack this large goes to the worker at once */
 
 /* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
 #define DW_EH_PE_udata4  0x03
@@ -596,7 +597,11 @@ static bool defer_scan(struct stackcheck *sc, pid_t tid, uint64_t sp)
 	 */
 	if (!sc->defer || !m || sc->batch_refused)
 		return false;
-	if (sc->inline_left > 0) {
+	lo = (sp >= m->start + ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : m->start) & ~(uint64_t)7;
+	if (m->end - lo > SCAN_MAX_BYTES)
+		return false;
+	/* A large stack is worth handing over at once (the two threads share the scans). */
+	if (sc->inline_left > 0 && m->end - lo < DEFER_BYTES) {
 		sc->inline_left--;
 		return false;
 	}
@@ -605,9 +610,6 @@ static bool defer_scan(struct stackcheck *sc, pid_t tid, uint64_t sp)
 		sc->batch_refused = true;
 		return false;
 	}
-	lo = (sp >= m->start + ARCH_RED_ZONE ? sp - ARCH_RED_ZONE : m->start) & ~(uint64_t)7;
-	if (m->end - lo > SCAN_MAX_BYTES)
-		return false;
 	return scanwork_submit(sc->batch, tid, lo, m->end);
 }
 
