@@ -16,19 +16,22 @@
  * address space is never joined after a process is created: exec leaves
  * it, nothing enters it).
  *
- * Listing /proc walks every task on the node, and a request for many
- * targets would list it twice per target.  Two things spare most of that:
- *  - The newest listing - often the previous target's second one - serves
- *    the next scan while it is young: the scan still compares each of its
- *    processes now, and whatever was born since is not in it, so the
- *    second listing compares it.
+ * Listing /proc walks every task on the node: a few milliseconds with
+ * 10,000 of them, and inside the pause the second listing holds the whole
+ * target that long.  So the scan, before the stop, takes a listing that is
+ * complete now, and the one inside the pause is seldom needed:
  *  - /proc/stat's count of tasks created, read before each listing: the
  *    kernel counts a task as it attaches it, so when the count has not
  *    moved no task has appeared since the listing began.  Every process
  *    alive is then in it, under the same PID (a recycled PID is a new
  *    task), and was compared by the scan: the second listing is not
  *    needed, and an old listing is as good as a new one for the scan.
- * A node that makes threads all the time moves the count, and lists.
+ *  - The newest listing - the previous target's, in a request for many -
+ *    serves the next scan while that holds; once a task was created since,
+ *    the scan lists again, before the stop, rather than leave it to the
+ *    second listing inside the pause (the same listing, moved out of it).
+ * A node that makes threads all the time moves the count, and the second
+ * listing then runs too: what was born between the scan and the stop.
  */
 #include <errno.h>
 #include <linux/kcmp.h>
@@ -38,12 +41,10 @@
 #include <unistd.h>
 
 #include "procfs.h"
-#include "timeutil.h"
 #include "vmshare.h"
 
 struct vmshare_listing {
 	unsigned refs;
-	uint64_t at_us;        /* CLOCK_MONOTONIC, when it was read */
 	uint64_t forks;        /* /proc/stat's count before it was read */
 	bool have_forks;       /* false: the count was unreadable, compare nothing with it */
 	pid_t *v;              /* sorted: /proc lists in PID order */
@@ -69,7 +70,6 @@ static int listing_read(struct vmshare_listing **ret)
 
 	if (!l)
 		return -ENOMEM;
-	l->at_us = now_us();
 	/* Before the listing: a task counted after this read may be missing from it. */
 	l->have_forks = procfs_read_forks(&l->forks) == 0;
 	r = procfs_list_processes(&l->v, &l->n);
@@ -92,11 +92,10 @@ static bool listing_complete(const struct vmshare_listing *l)
 	return l->have_forks && procfs_read_forks(&forks) == 0 && forks == l->forks;
 }
 
-/* The newest listing if still young or complete, else a new one; a reference for the caller. */
+/* The newest listing if it is complete, else a new one; a reference for the caller. */
 static int listing_get(struct vmshare_listing **ret)
 {
-	if (newest && (now_us() - newest->at_us < VMSHARE_REUSE_MS * 1000ull ||
-		       listing_complete(newest))) {
+	if (newest && listing_complete(newest)) {
 		newest->refs++;
 		*ret = newest;
 		return 0;

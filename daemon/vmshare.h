@@ -22,8 +22,7 @@ struct vmshare {
 
 /*
  * Compares every process of a /proc listing with pid: the newest listing
- * any scan made if it is younger than VMSHARE_REUSE_MS or no task was
- * created since it began, else a new one.
+ * any scan made if no task was created since it began, else a new one.
  * Processes kcmp may not compare (-EPERM) are taken as not sharing: we
  * could not stop them either.  On failure (kcmp unavailable: -ENOSYS)
  * vs->failed_pid names the process that could not be compared.  Free with
@@ -42,13 +41,6 @@ void vmshare_free(struct vmshare *vs);
 
 /* Drops the listing kept for the next scan (at exit: nothing left allocated). */
 void vmshare_forget_listing(void);
-
-/*
- * How old a listing may be and still serve a scan.  Every process made
- * since is compared by the rescan, inside the pause: this bounds that work
- * by what the node can fork in this time.
- */
-#define VMSHARE_REUSE_MS 250u
 
 /* kcmp(KCMP_VM): 0 when a and b share an address space, 1 when not, <0 (-ESRCH, -EPERM, -ENOSYS) when it cannot tell. */
 int vmshare_same(pid_t a, pid_t b);
