@@ -727,15 +727,21 @@ static int add_groups(struct ptrace_world *w, const pid_t *pids, size_t n, char 
 static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, char *why,
 		       size_t why_len)
 {
+	uint64_t mark, now;
+	bool have_mark;
 	size_t added;
 	int r;
 
 	/*
 	 * A thread running clone() when we interrupt it finishes the call
 	 * first, so its child appears in /proc/PID/task before the parent
-	 * stops: re-list until a pass finds nobody new.
+	 * stops: re-list until a pass finds nobody new - or until no task was
+	 * created on the node since the pass's listing began (/proc/stat's
+	 * count, read before it: vmshare.c says why that is exact), when the
+	 * listing held every thread and another would find nobody.
 	 */
 	do {
+		have_mark = procfs_read_forks(&mark) == 0;
 		r = seize_new_threads(w, &added, why, why_len);
 		if (r < 0)
 			goto out_resume;
@@ -768,6 +774,8 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 			r = -BTG_ERR_STOP;
 			goto out_resume;
 		}
+		if (added > 0 && have_mark && procfs_read_forks(&now) == 0 && now == mark)
+			break;
 	} while (added > 0);
 
 	r = read_all_regs(w);

@@ -2,7 +2,8 @@
 /*
  * idle: a quiet victim.
  *
- * Usage: idle NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack]
+ * Usage: idle NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack |
+ *                       --thread-on-usr1]
  *
  * Calls backtrace() once (so libc's definition is bound and in use), starts
  * NTHREADS threads that sleep in pause(), prints "ready" and sleeps too.
@@ -17,6 +18,9 @@
  * return address into them would, until SIGUSR1 comes; then it clears
  * them and sleeps like the others.  The last thread's stack is among the
  * last the daemon checks, which with enough threads is on its scan worker.
+ * --thread-on-usr1: the last thread started waits for SIGUSR1, then starts
+ * one more sleeper and prints "born": a thread born while the daemon is
+ * seizing the others (the last one is seized last).
  */
 #include <execinfo.h>
 #include <pthread.h>
@@ -61,6 +65,27 @@ static void *holder(void *arg)
 	return NULL;
 }
 
+static void *sleeper(void *arg);
+
+static void *spawner(void *arg)
+{
+	sigset_t usr1_only;
+	pthread_t t;
+	int sig;
+
+	(void)arg;
+	sigemptyset(&usr1_only);
+	sigaddset(&usr1_only, SIGUSR1);
+	atomic_fetch_add(&started, 1);
+	if (sigwait(&usr1_only, &sig) != 0 || pthread_create(&t, NULL, sleeper, NULL) != 0)
+		abort();
+	printf("born\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+	return NULL;
+}
+
 static void *sleeper(void *arg)
 {
 	(void)arg;
@@ -78,21 +103,25 @@ int main(int argc, char **argv)
 	sigset_t usr1_only;
 	bool later = argc == 3 && !strcmp(argv[2], "--nondumpable-on-usr1");
 	bool word = argc == 3 && !strcmp(argv[2], "--word-on-stack");
+	bool spawn = argc == 3 && !strcmp(argv[2], "--thread-on-usr1");
 
-	if (argc < 2 || argc > 3 || (n = atoi(argv[1])) < 0 || n > 1024 || (word && n < 1) ||
-	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0 && !later && !word)) {
-		fprintf(stderr, "usage: %s NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack]\n",
+	if (argc < 2 || argc > 3 || (n = atoi(argv[1])) < 0 || n > 1024 ||
+	    ((word || spawn) && n < 1) ||
+	    (argc == 3 && strcmp(argv[2], "--nondumpable") != 0 && !later && !word && !spawn)) {
+		fprintf(stderr, "usage: %s NTHREADS [--nondumpable | --nondumpable-on-usr1 | --word-on-stack | --thread-on-usr1]\n",
 			argv[0]);
 		return 2;
 	}
 	/* Blocked in every thread but while main waits for it. */
 	sigemptyset(&usr1_only);
 	sigaddset(&usr1_only, SIGUSR1);
+	if (spawn)
+		pthread_sigmask(SIG_BLOCK, &usr1_only, NULL);   /* for the spawner's sigwait() */
 	if (later || word) {
 		signal(SIGUSR1, on_usr1);
 		pthread_sigmask(SIG_BLOCK, &usr1_only, NULL);
 	}
-	if (argc == 3 && !later && !word && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+	if (argc == 3 && !later && !word && !spawn && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
 		perror("prctl");
 		return 1;
 	}
@@ -101,7 +130,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < n; i++) {
-		if (pthread_create(&t, NULL, word && i == n - 1 ? holder : sleeper, NULL) != 0) {
+		void *(*fn)(void *) = i < n - 1 ? sleeper : word ? holder : spawn ? spawner : sleeper;
+
+		if (pthread_create(&t, NULL, fn, NULL) != 0) {
 			perror("pthread_create");
 			return 1;
 		}
