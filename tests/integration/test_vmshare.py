@@ -11,14 +11,12 @@ written while one of them runs (or sits stopped) there kills it.
 import collections
 import os
 import signal
-import threading
-import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, FAULTS_BTGUARDD, PROC_GUARDED,
-                      PROC_UNGUARDED, RESULT_WROTE, Wire,
-                      proc_state, running_daemon, start, thread_problems, victim_path)
+from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
+                      RESULT_WROTE, Wire, guard_during_seize_hold,
+                      proc_state, start, thread_problems, victim_path)
 
 CYCLES = 2000
 
@@ -101,23 +99,12 @@ def test_sibling_born_between_the_scan_and_the_stop_is_held(victim):
     sequence is tried a few times and must take that path once."""
     for attempt in range(ATTEMPTS):
         v = start(victim, [victim_path("vmsibling"), 1, "--late"], "vmsibling")
-        with running_daemon(binary=FAULTS_BTGUARDD,
-                            env={"BTGUARD_FAULTS": "seize-hold=1,seize-hold-ms=150"}) as d:
-            answer = {}
-            t = threading.Thread(target=lambda: answer.update(
-                r=d.ctl("--deadline", 10000, "guard", v.pid, check=None, timeout=60)))
-            t.start()
-            try:
-                end = time.monotonic() + 20
-                while "holding before seize #1" not in d.log():
-                    assert time.monotonic() < end, d.log()[-3000:]
-                    time.sleep(0.002)
-                os.kill(v.pid, signal.SIGUSR2)
-                v.lines.until(lambda line: line == "born")
-            finally:
-                t.join(60)
-            log = d.log()
-        [res] = answer["r"].results
+
+        def bear():
+            os.kill(v.pid, signal.SIGUSR2)
+            v.lines.until(lambda line: line == "born")
+
+        res, log = guard_during_seize_hold(v.pid, 1, bear)
         sibs = siblings_of(v.pid)
         assert res["ok"] and res["state"] == "guarded" and res["wrote"], res
         assert_all_alive(v, sibs)

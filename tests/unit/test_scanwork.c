@@ -64,49 +64,52 @@ static void finish(struct scanwork_batch *b)
 	assert_int_equal(scanwork_wait(b, &by), 0);
 }
 
+/* One scan of [lo, hi) of this process, in a batch of its own: its verdict. */
+static struct scanwork_job scan_alone(uintptr_t lo, uintptr_t hi)
+{
+	struct scanwork_batch *b = begin();
+	const struct scanwork_job *jobs;
+	struct scanwork_job job;
+	size_t n;
+
+	assert_true(scanwork_submit(b, getpid(), lo, hi));
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, 1);
+	job = jobs[0];
+	scanwork_end(b);
+	return job;
+}
+
 static void a_word_inside_a_span_is_found(void **state)
 {
 	uint64_t *words = calloc(WORDS, sizeof(*words));
-	const struct scanwork_job *jobs;
-	struct scanwork_batch *b;
-	size_t n;
+	struct scanwork_job job;
 	(void)state;
 
 	assert_non_null(words);
 	words[5000] = span.lo + 3;
 	words[6000] = span.lo;   /* the span's first byte is where a call starts, not inside */
-	b = begin();
-	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)(words + WORDS)));
-	finish(b);
-	jobs = scanwork_jobs(b, &n);
-	assert_int_equal(n, 1);
-	assert_int_equal(jobs[0].r, 1);
-	assert_int_equal(jobs[0].pc, span.lo + 3);
-	assert_int_equal(jobs[0].tid, getpid());
-	scanwork_end(b);
+	job = scan_alone((uintptr_t)words, (uintptr_t)(words + WORDS));
+	assert_int_equal(job.r, 1);
+	assert_int_equal(job.pc, span.lo + 3);
+	assert_int_equal(job.tid, getpid());
 	free(words);
 }
 
 static void a_clean_range_is_read_whole(void **state)
 {
 	uint64_t *words = calloc(WORDS, sizeof(*words));
-	const struct scanwork_job *jobs;
-	struct scanwork_batch *b;
-	size_t n;
+	struct scanwork_job job;
 	(void)state;
 
 	assert_non_null(words);
 	words[100] = span.lo;
 	words[101] = span.hi;
-	b = begin();
 	/* Unaligned bounds: the scan starts at the word holding lo. */
-	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words + 3, (uintptr_t)(words + WORDS)));
-	finish(b);
-	jobs = scanwork_jobs(b, &n);
-	assert_int_equal(n, 1);
-	assert_int_equal(jobs[0].r, 0);
-	assert_int_equal(jobs[0].bytes, WORDS * sizeof(uint64_t));
-	scanwork_end(b);
+	job = scan_alone((uintptr_t)words + 3, (uintptr_t)(words + WORDS));
+	assert_int_equal(job.r, 0);
+	assert_int_equal(job.bytes, WORDS * sizeof(uint64_t));
 	free(words);
 }
 
@@ -114,18 +117,10 @@ static void an_unreadable_range_is_an_error(void **state)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	const struct scanwork_job *jobs;
-	struct scanwork_batch *b;
-	size_t n;
 	(void)state;
 
 	assert_true(p != MAP_FAILED);
-	b = begin();
-	assert_true(scanwork_submit(b, getpid(), (uintptr_t)p, (uintptr_t)p + (uintptr_t)page));
-	finish(b);
-	jobs = scanwork_jobs(b, &n);
-	assert_int_equal(jobs[0].r, -EFAULT);
-	scanwork_end(b);
+	assert_int_equal(scan_alone((uintptr_t)p, (uintptr_t)p + (uintptr_t)page).r, -EFAULT);
 	munmap(p, (size_t)page);
 }
 

@@ -12,12 +12,14 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from .paths import BTGUARDCTL, BTGUARDD, BUILD, SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT
+from .paths import (BTGUARDCTL, BTGUARDD, BUILD, FAULTS_BTGUARDD, SANITIZER_MARKERS,
+                    START_TIMEOUT, STOP_TIMEOUT)
 from .victims import user_prefix
 
 
@@ -156,6 +158,30 @@ def running_daemon(**kw):
         print("---- btguardd log (tail) ----")
         print("\n".join(log.splitlines()[-60:]))
     check_daemon_exit(rc, log)
+
+
+def guard_during_seize_hold(pid, nth, during):
+    """Guards pid with the fault build (daemon/fault.c) holding the daemon
+    150 ms before its nth PTRACE_SEIZE - inside an attempt's 250 ms stop
+    bound - and calls during() in that hold.  Returns the guard's result
+    (JSON) and the daemon's log."""
+    with running_daemon(binary=FAULTS_BTGUARDD,
+                        env={"BTGUARD_FAULTS": f"seize-hold={nth},seize-hold-ms=150"}) as d:
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(
+            r=d.ctl("--deadline", 10000, "guard", pid, check=None, timeout=60)))
+        t.start()
+        try:
+            end = time.monotonic() + 20
+            while f"holding before seize #{nth}" not in d.log():
+                assert time.monotonic() < end, d.log()[-3000:]
+                time.sleep(0.002)
+            during()
+        finally:
+            t.join(60)
+        log = d.log()
+    [res] = answer["r"].results
+    return res, log
 
 
 DEADLINE_MS = 10000             # generous: the CI machine is small and noisy
