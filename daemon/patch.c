@@ -218,10 +218,6 @@ static void plan_spans(struct attempt *a)
 }
 
 /*
- * Step 4d for one stopped thread.  A stack we could not read is treated
- * like a busy one: retry.
- */
-/*
  * A check's verdict r, in a->why: -BTG_ERR_BUSY for anything but 0 and
  * -ENOMEM, and -BTG_ERR_STOP for scans the deadline cut short, which say
  * no more than a stop cut short (patch_step() then answers with the check
@@ -244,6 +240,10 @@ static int explain_check(struct attempt *a, int r, const struct stackcheck_hit *
 	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
 }
 
+/*
+ * Step 4f for one stopped thread.  A stack we could not read is treated
+ * like a busy one: retry.
+ */
 static int check_thread(struct attempt *a, const struct ptrace_task *t)
 {
 	struct stackcheck_hit hit;
@@ -261,10 +261,8 @@ static int check_thread(struct attempt *a, const struct ptrace_task *t)
 static int collect_checks(struct attempt *a)
 {
 	struct stackcheck_hit hit;
-	struct timespec t0, t1;
+	struct timespec t0, t1, by, least;
 	int r;
-
-	struct timespec by, least;
 
 	/*
 	 * As long as a stop may take, within the deadline; but the world has
@@ -303,7 +301,7 @@ static int check_on_stop(void *ctx, const struct ptrace_task *t)
 	return r;
 }
 
-/* Step 4d for the threads the hook did not see (their registers were read later). */
+/* Step 4f for the threads the hook did not see (their registers were read later), and what the worker scanned. */
 static int check_threads(struct attempt *a, const struct ptrace_world *w)
 {
 	size_t walked, scanned;
