@@ -22,6 +22,7 @@
 
 #include "action.h"
 #include "exec.h"
+#include "execmaps.h"
 #include "log.h"
 #include "patch.h"
 #include "pidns.h"
@@ -828,11 +829,16 @@ static int action_end(struct action_job *j, int r)
 /*
  * Steps 1-3 of a guard, unguard or status: a live task to read through,
  * its maps once - for the sites now and the report at the end - then
- * patch.c's part.
+ * patch.c's part.  A status needs only the executable file mappings (the
+ * sites and the objects the risk names all have code), which the kernel
+ * answers far more cheaply than the whole maps; a write's stack check
+ * needs every mapping.
  */
 static int start_patch(struct action_job *j, unsigned action, uint32_t deadline_ms,
 		       const struct patch_pin *pin)
 {
+	int (*read_maps)(pid_t, struct procfs_mapping **, size_t *) =
+		action == PROTO_ACTION_STATUS ? execmaps_read : procfs_read_maps;
 	struct procfs_mapping *maps;
 	size_t nmaps;
 	pid_t pid = j->target->ours;
@@ -844,7 +850,7 @@ static int start_patch(struct action_job *j, unsigned action, uint32_t deadline_
 	 * through a live thread.
 	 */
 	j->via = pid;
-	r = procfs_read_maps(pid, &maps, &nmaps);
+	r = read_maps(pid, &maps, &nmaps);
 	if (r == 0 && nmaps == 0) {
 		free(maps);
 		maps = NULL;
@@ -853,7 +859,7 @@ static int start_patch(struct action_job *j, unsigned action, uint32_t deadline_
 			snprintf(j->res->message, sizeof(j->res->message), "process %d has exited", pid);
 			return -BTG_ERR_GONE;
 		}
-		r = procfs_read_maps(j->via, &maps, &nmaps);
+		r = read_maps(j->via, &maps, &nmaps);
 	}
 	if (r < 0) {
 		snprintf(j->res->message, sizeof(j->res->message), "cannot read /proc/%d/maps: %s",

@@ -17,7 +17,7 @@
 struct report_known {
 	uid_t uid;                       /* the real uid, from status */
 	const char *exe;                 /* /proc/PID/exe as read (" (deleted)" may follow) */
-	const char *const *objects;      /* the distinct files it maps, in map order */
+	const char *const *objects;      /* the distinct files it maps with code, in map order */
 	size_t nobjects;
 };
 
