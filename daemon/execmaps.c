@@ -181,8 +181,13 @@ int execmaps_query(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 				f.n = f.used = 0;
 				break;
 			}
-			/* Before 6.11 the maps file knows no ioctl. */
-			if (r == -ENOTTY || (r == -EINVAL && addr == 0))
+			/*
+			 * Before 6.11 the maps file knows no ioctl; a seccomp
+			 * filter that forbids ioctl() says EPERM or ENOSYS (the
+			 * open succeeded, so it is not the kernel's access check).
+			 */
+			if (r == -ENOTTY ||
+			    (addr == 0 && (r == -EINVAL || r == -EPERM || r == -ENOSYS)))
 				r = -EOPNOTSUPP;
 			else if (r == -ENAMETOOLONG)
 				r = -EBADMSG;   /* as the text's parser says of such a line */
