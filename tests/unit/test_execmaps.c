@@ -114,22 +114,21 @@ static void read_keeps_only_executable_files(void **state)
 }
 
 /*
- * A kernel without PROCMAP_QUERY answers ENOTTY: made so here with a
- * seccomp filter, in a child.  execmaps_read() must then give what the
- * text gives, and keep doing so.
+ * A kernel without PROCMAP_QUERY answers ENOTTY, a sandbox that forbids
+ * ioctl() EPERM: made so here with a seccomp filter, in a child.
+ * execmaps_read() must then give what the text gives, and keep doing so.
  */
-static void old_kernel_reads_the_text(void **state)
+static void ioctl_answers(int err)
 {
 	struct sock_filter insns[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOTTY),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { .len = sizeof(insns) / sizeof(insns[0]), .filter = insns };
 	int status;
 	pid_t child = fork();
-	(void)state;
 
 	assert_true(child >= 0);
 	if (child == 0) {
@@ -155,7 +154,21 @@ static void old_kernel_reads_the_text(void **state)
 	}
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	if (WEXITSTATUS(status))
+		fail_msg("with ioctl() answering %s: child step %d failed", strerror(err),
+			 WEXITSTATUS(status));
+}
+
+static void old_kernel_reads_the_text(void **state)
+{
+	(void)state;
+	ioctl_answers(ENOTTY);
+}
+
+static void sandbox_without_ioctl_reads_the_text(void **state)
+{
+	(void)state;
+	ioctl_answers(EPERM);
 }
 
 static void gone_process(void **state)
@@ -214,6 +227,7 @@ int main(void)
 		cmocka_unit_test(query_matches_text),
 		cmocka_unit_test(read_keeps_only_executable_files),
 		cmocka_unit_test(old_kernel_reads_the_text),
+		cmocka_unit_test(sandbox_without_ioctl_reads_the_text),
 		cmocka_unit_test(gone_process),
 		cmocka_unit_test(zombie_reads_empty),
 	};
