@@ -108,7 +108,7 @@ static void authorized(struct action_target *t, const struct auth_target *facts)
 	t->authorized = true;
 	t->uid = facts->status.uid[0];
 	if (t->pidfd >= 0)
-		t->start = facts->starttime;
+		t->start = facts->starttime;   /* 0 when a selector did not read it */
 }
 
 /* ------------------------------------------------------ at arrival -- */
@@ -347,7 +347,7 @@ static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct au
 	/* Most of a node fails a pattern: those cost no status read. */
 	if (!x->matcher.match && !x->rule.have_uid && !read_empty(&f, need) && !matches(x, &f))
 		goto out;
-	if (auth_read_target(pid, auth) < 0)
+	if ((pidfd >= 0 ? auth_read_pinned_target(pid, auth) : auth_read_target(pid, auth)) < 0)
 		goto out;
 	/* 'Z': a zombie, with nothing to guard, or a main thread that left with pthread_exit(). */
 	if ((auth->status.state == 'Z' || auth->status.state == 'X') &&

@@ -74,7 +74,7 @@ static int noproc_or(int r)
 	return procfs_gone(r) ? -BTG_ERR_NOPROC : r;
 }
 
-int auth_read_target(pid_t pid, struct auth_target *ret)
+static int read_target(pid_t pid, bool need_start, struct auth_target *ret)
 {
 	struct auth_target t = { .pid = pid };
 	struct procfs_stat pst;
@@ -87,11 +87,15 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 	r = procfs_read_status_owner(pid, &t.status, &owner);
 	if (r < 0)
 		return noproc_or(r);
-	r = procfs_read_stat(pid, &pst);
-	if (r < 0)
-		return noproc_or(r);
-	t.is_kthread = (pst.flags & PROCFS_PF_KTHREAD) != 0;
-	t.starttime = pst.starttime;
+	if (need_start || t.status.kthread < 0) {
+		r = procfs_read_stat(pid, &pst);
+		if (r < 0)
+			return noproc_or(r);
+		t.is_kthread = (pst.flags & PROCFS_PF_KTHREAD) != 0;
+		t.starttime = pst.starttime;
+	} else {
+		t.is_kthread = t.status.kthread == 1;
+	}
 	/* /proc/TID of any of our threads also names the daemon. */
 	t.is_daemon = pid == self || t.status.tgid == self;
 
@@ -108,6 +112,16 @@ int auth_read_target(pid_t pid, struct auth_target *ret)
 
 	*ret = t;
 	return 0;
+}
+
+int auth_read_target(pid_t pid, struct auth_target *ret)
+{
+	return read_target(pid, true, ret);
+}
+
+int auth_read_pinned_target(pid_t pid, struct auth_target *ret)
+{
+	return read_target(pid, false, ret);
 }
 
 /* The n-th space-separated field of [p, end), or NULL; *ret_len its length. */

@@ -14,7 +14,11 @@
 #include "../proto/proto.h"
 #include "auth.h"
 
-/* What pins the target: a pidfd and its start time, taken when the request arrived. */
+/*
+ * What pins the target: a pidfd and its start time, taken when the request
+ * arrived.  starttime 0: not read (a selector's status, which the live
+ * pidfd pins alone).
+ */
 struct patch_pin {
 	int      pidfd;
 	uint64_t starttime;

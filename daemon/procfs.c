@@ -260,6 +260,7 @@ int procfs_parse_status_buf(const char *buf, size_t len, struct procfs_status *r
 	int n, r = 0;
 
 	memset(&st, 0, sizeof(st));
+	st.kthread = -1;
 	while (!cur_eof(&c)) {
 		const char *eol = line_end(&c);
 		struct cursor v;
@@ -284,6 +285,10 @@ int procfs_parse_status_buf(const char *buf, size_t len, struct procfs_status *r
 		} else if (status_key(c.p, eol, "TracerPid", &v)) {
 			r = status_one(&v, INT32_MAX, &nums[0]);
 			st.tracer = (pid_t)nums[0];
+		} else if (status_key(c.p, eol, "Kthread", &v)) {
+			/* Newer kernels: PF_KTHREAD, as stat's flags field says it. */
+			r = status_one(&v, 1, &nums[0]);
+			st.kthread = (int)nums[0];
 		} else if (status_key(c.p, eol, "Threads", &v)) {
 			r = status_one(&v, INT32_MAX, &nums[0]);
 			st.threads = (int)nums[0];

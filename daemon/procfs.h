@@ -54,6 +54,7 @@ struct procfs_status {
 	pid_t  nspid[PROCFS_MAX_NSPID];  /* NSpid: outermost first */
 	int    nspid_n;
 	int    threads;
+	int    kthread;                  /* "Kthread:" 1 or 0; -1 where the kernel does not say */
 };
 
 /* Parses /proc/PID/status text. -EBADMSG if a required field is missing. */

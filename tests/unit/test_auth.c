@@ -277,6 +277,31 @@ static void read_kthreadd(void **state)
 	assert_int_equal(auth_read_target(2, &t), 0);
 	assert_true(t.is_kthread);
 	assert_false(t.is_daemon);
+	assert_true(t.starttime == st.starttime);
+	/* Pinned: the same verdict, from status's Kthread line or from stat. */
+	assert_int_equal(auth_read_pinned_target(2, &t), 0);
+	assert_true(t.is_kthread);
+	assert_false(t.is_daemon);
+	assert_true(t.starttime == 0 || t.starttime == st.starttime);
+}
+
+/* A pinned read of an ordinary process: not a kernel thread, the rest as the full read. */
+static void read_pinned_self(void **state)
+{
+	struct auth_target full, pinned;
+	(void)state;
+
+	assert_int_equal(auth_read_target(getpid(), &full), 0);
+	assert_int_equal(auth_read_pinned_target(getpid(), &pinned), 0);
+	assert_false(pinned.is_kthread);
+	assert_true(pinned.is_daemon);
+	assert_true(pinned.dumpable);
+	assert_int_equal(pinned.status.uid[0], full.status.uid[0]);
+	assert_int_equal(pinned.status.tgid, full.status.tgid);
+	assert_true(full.starttime != 0);
+	/* Where status says Kthread, stat is not read. */
+	if (full.status.kthread >= 0)
+		assert_true(pinned.starttime == 0);
 }
 
 static void read_missing(void **state)
@@ -345,6 +370,7 @@ int main(void)
 		cmocka_unit_test(read_child),
 		cmocka_unit_test(read_dumpable),
 		cmocka_unit_test(read_kthreadd),
+		cmocka_unit_test(read_pinned_self),
 		cmocka_unit_test(read_missing),
 		cmocka_unit_test(mountinfo_hidepid),
 	};

@@ -224,6 +224,7 @@ static const char status_text[] =
 	"FDSize:\t64\n"
 	"NStgid:\t4321\t12\t1\n"
 	"NSpid:\t4322\t13\t2\n"
+	"Kthread:\t0\n"
 	"Threads:\t5\n"
 	"SigQ:\t0/63413";
 
@@ -257,6 +258,7 @@ static void status_full(void **state)
 	assert_int_equal(st.nspid[1], 13);
 	assert_int_equal(st.nspid[2], 2);
 	assert_int_equal(st.threads, 5);
+	assert_int_equal(st.kthread, 0);
 }
 
 /* status_text without the line that starts with key. */
@@ -287,6 +289,12 @@ static void status_missing_fields(void **state)
 	assert_int_equal(parse_status(s, &st), 0);
 	assert_int_equal(st.nspid_n, 1);
 	assert_int_equal(st.nspid[0], 4322);
+	free(s);
+
+	/* Older kernels have no Kthread: it is unknown, not "no". */
+	s = without("Kthread:");
+	assert_int_equal(parse_status(s, &st), 0);
+	assert_int_equal(st.kthread, -1);
 	free(s);
 
 	for (size_t i = 0; i < 4; i++) {
