@@ -36,7 +36,7 @@ static int read_cmdline(pid_t pid, struct facts *f)
 {
 	char *buf;
 	size_t len;
-	int r = procfs_read_pid_file(pid, "cmdline", SMALL_MAX, &buf, &len);
+	int r = procfs_read_pid_record(pid, "cmdline", SMALL_MAX, &buf, &len);
 
 	if (r == -ESRCH)
 		return r;
@@ -51,7 +51,7 @@ static int read_cgroups(pid_t pid, struct facts *f)
 {
 	size_t len, n = 0;
 	char *buf;
-	int r = procfs_read_pid_file(pid, "cgroup", SMALL_MAX, &buf, &len);
+	int r = procfs_read_pid_record(pid, "cgroup", SMALL_MAX, &buf, &len);
 
 	if (r < 0)
 		return r == -ESRCH ? r : 0;

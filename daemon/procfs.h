@@ -149,4 +149,11 @@ int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 /* The same for /proc/PID/NAME ("cmdline", "environ", "cgroup"). */
 int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len);
 
+/*
+ * The same for a file the kernel writes as one record ("status", "stat",
+ * "cmdline", "environ", "cgroup"; never "maps"): a short read is its end,
+ * so there is no closing empty read.
+ */
+int procfs_read_pid_record(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len);
+
 #endif

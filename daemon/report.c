@@ -186,7 +186,7 @@ void report_fill(pid_t via, const struct report_known *known, struct proto_resul
 	/* The real uid is the process's, whichever thread we read it through. */
 	res->uid = f.p.uid;
 	snprintf(res->command, sizeof(res->command), "%s", f.cmdline);
-	if (procfs_read_pid_file(via, "environ", ENVIRON_MAX, &env, &len) == 0)
+	if (procfs_read_pid_record(via, "environ", ENVIRON_MAX, &env, &len) == 0)
 		res->warnings |= (uint8_t)report_env_warnings(env, len, &preload);
 	if (other_mount_ns(via))
 		res->warnings |= PROTO_WARN_MOUNT_NS;

@@ -514,6 +514,66 @@ static void cmdline_as_one_line(void **state)
 	assert_string_equal(out, "0123");
 }
 
+/*
+ * A one-record read stops at a short read: what it returns must still be
+ * the whole file when the file is longer than one buffer (a 20 KB command
+ * line, an environment likewise), or shorter than one (status).
+ */
+static void records_read_whole(void **state)
+{
+	static const char *const names[] = { "cmdline", "environ", "status", "stat" };
+	char *big = malloc(20001), *whole, *rec;
+	size_t wlen, rlen;
+	int pipefd[2], hold[2];
+	pid_t child;
+	char ready;
+	(void)state;
+
+	assert_non_null(big);
+	memset(big, 'x', 20000);
+	big[20000] = '\0';
+	assert_int_equal(pipe(pipefd), 0);
+	assert_int_equal(pipe(hold), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char env[20010];
+		/* The shell stays itself (its argv) until hold's write end closes. */
+		char *const argv[] = { "/bin/sh", "-c", "echo >&3; read x <&4", big, NULL };
+
+		snprintf(env, sizeof(env), "BIG=%s", big);
+		char *const envp[] = { env, NULL };
+		close(pipefd[0]);
+		close(hold[1]);
+		dup2(pipefd[1], 3);
+		dup2(hold[0], 4);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	close(hold[0]);
+	assert_int_equal(read(pipefd[0], &ready, 1), 1);   /* the shell runs its own argv */
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		assert_int_equal(procfs_read_pid_file(child, names[i], 1u << 20, &whole, &wlen), 0);
+		assert_int_equal(procfs_read_pid_record(child, names[i], 1u << 20, &rec, &rlen), 0);
+		if (i < 2)
+			assert_true(rlen > 20000);
+		/* stat and status move (times, sleep state): compare only what is fixed. */
+		if (i < 2) {
+			assert_int_equal(rlen, wlen);
+			assert_memory_equal(rec, whole, rlen);
+		} else {
+			assert_true(rlen > 0 && rec[rlen - 1] == '\n');
+		}
+		free(whole);
+		free(rec);
+	}
+	close(hold[1]);   /* the shell's read ends, and so does it */
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	close(pipefd[0]);
+	free(big);
+}
+
 /* Same file: inode, device and path; anonymous mappings only as themselves. */
 static void same_object_rule(void **state)
 {
@@ -589,6 +649,7 @@ int main(void)
 		cmocka_unit_test(cmdline_as_one_line),
 		cmocka_unit_test(children_of_self),
 		cmocka_unit_test(read_self),
+		cmocka_unit_test(records_read_whole),
 		cmocka_unit_test(read_missing),
 		cmocka_unit_test(forks_line),
 	};
