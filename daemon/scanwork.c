@@ -26,7 +26,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "log.h"
 #include "scanwork.h"
@@ -59,34 +58,9 @@ static void batch_free(struct scanwork_batch *b)
 /* One scan, outside the lock: reads the range in chunks, stops at a hit. */
 static void scan(const struct scanwork_batch *b, struct scanwork_job *j, uint64_t *chunk)
 {
-	uint64_t lo = j->lo & ~(uint64_t)7;
-
-	j->r = 0;
 	j->bytes = 0;
-	while (lo < j->hi) {
-		size_t want = (size_t)(j->hi - lo);
-		struct iovec local, remote;
-		ssize_t n;
-
-		if (want > CHUNK_WORDS * sizeof(uint64_t))
-			want = CHUNK_WORDS * sizeof(uint64_t);
-		local.iov_base = chunk;
-		local.iov_len = want;
-		remote.iov_base = (void *)(uintptr_t)lo;
-		remote.iov_len = want;
-		n = process_vm_readv(j->tid, &local, 1, &remote, 1, 0);
-		if (n <= 0) {
-			j->r = -EFAULT;
-			return;
-		}
-		j->bytes += (uint64_t)n;
-		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), b->spans, b->nspans,
-					  &j->pc)) {
-			j->r = 1;
-			return;
-		}
-		lo += (uint64_t)n & ~(uint64_t)7;
-	}
+	j->r = stackcheck_scan_memory(j->tid, j->lo & ~(uint64_t)7, j->hi, chunk, CHUNK_WORDS,
+				      b->spans, b->nspans, NULL, NULL, &j->bytes, &j->pc);
 }
 
 /* Takes the batch's next job under the lock, scans it outside, stores it: false if none. */

@@ -124,6 +124,35 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 	return false;
 }
 
+int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
+			   size_t chunk_words, const struct stackcheck_span *spans, size_t nspans,
+			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
+			   uint64_t *ret_pc)
+{
+	while (lo < hi) {
+		size_t want = (size_t)(hi - lo);
+		struct iovec local, remote;
+		ssize_t n;
+
+		if (want > chunk_words * sizeof(uint64_t))
+			want = chunk_words * sizeof(uint64_t);
+		local.iov_base = chunk;
+		local.iov_len = want;
+		remote.iov_base = (void *)(uintptr_t)lo;
+		remote.iov_len = want;
+		n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+		if (n <= 0)
+			return -EFAULT;
+		*bytes += (uint64_t)n;
+		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), spans, nspans, ret_pc))
+			return 1;
+		if (on_chunk)
+			on_chunk(ctx, chunk, (size_t)n / sizeof(uint64_t));
+		lo += (uint64_t)n & ~(uint64_t)7;
+	}
+	return 0;
+}
+
 static int cache_init(struct page_cache *c, size_t n)
 {
 	c->tag = calloc(n, sizeof(*c->tag));
@@ -450,8 +479,10 @@ static bool already_scanned(const struct scanned *done, const struct procfs_mapp
 	return false;
 }
 
-static void note_home_pointers(struct scanned *done, const uint64_t *words, size_t n)
+static void note_home_pointers(void *ctx, const uint64_t *words, size_t n)
 {
+	struct scanned *done = ctx;
+
 	for (size_t i = 0; i < n; i++)
 		if (words[i] >= done->home->start && words[i] < done->home->end &&
 		    words[i] < done->min_home)
@@ -466,38 +497,21 @@ static int scan_range(struct stackcheck *sc, pid_t tid, const struct procfs_mapp
 		      struct scanned *done, const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit)
 {
-	uint64_t hi = m->end;
+	bool off_home = done->home && m != done->home;
+	uint64_t pc;
+	int r;
 
 	lo &= ~(uint64_t)7;
-	if (hi - lo > SCAN_MAX_BYTES)
+	if (m->end - lo > SCAN_MAX_BYTES)
 		return -E2BIG;
-	while (lo < hi) {
-		size_t want = (size_t)(hi - lo);
-		struct iovec local, remote;
-		ssize_t n;
-		uint64_t pc;
-
-		if (want > SCAN_CHUNK_WORDS * sizeof(uint64_t))
-			want = SCAN_CHUNK_WORDS * sizeof(uint64_t);
-		local.iov_base = sc->chunk;
-		local.iov_len = want;
-		remote.iov_base = (void *)lo;
-		remote.iov_len = want;
-		n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
-		if (n <= 0)
-			return -EFAULT;
-		sc->scan_bytes += (uint64_t)n;
-		if (stackcheck_scan_words(sc->chunk, (size_t)n / sizeof(uint64_t), spans, nspans, &pc)) {
-			hit->pc = pc;
-			hit->frame = -1;
-			hit->by_scan = true;
-			return 1;
-		}
-		if (done->home && m != done->home)
-			note_home_pointers(done, sc->chunk, (size_t)n / sizeof(uint64_t));
-		lo += (uint64_t)n & ~(uint64_t)7;
+	r = stackcheck_scan_memory(tid, lo, m->end, sc->chunk, SCAN_CHUNK_WORDS, spans, nspans,
+				   off_home ? note_home_pointers : NULL, done, &sc->scan_bytes, &pc);
+	if (r == 1) {
+		hit->pc = pc;
+		hit->frame = -1;
+		hit->by_scan = true;
 	}
-	return 0;
+	return r;
 }
 
 /* Scans the stack sp lies on, from sp less the red zone, unless done already. */
