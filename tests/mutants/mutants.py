@@ -193,4 +193,11 @@ MUTANTS = [
      [("\tsame = e->start == start && e->objects == objects;",
        "\tsame = e->start == start && e->objects == objects && 0;")],
      ["test_policy.py::test_new_at_risk_process_is_guarded_within_one_interval"]),
+    ("a status's mappings from PROCMAP_QUERY without their file offsets", "daemon/execmaps.c",
+     [("\t\t.start = q->vma_start, .end = q->vma_end, .offset = q->vma_offset,",
+       "\t\t.start = q->vma_start, .end = q->vma_end, .offset = 0,")],
+     ["unit"]),
+    ("a one-record proc file cut at its first read", "daemon/procfs.c",
+     [("\t\tif (one_record && len < cap - 1)\n", "\t\tif (one_record)\n")],
+     ["unit"]),
 ]
