@@ -5,20 +5,26 @@
  * Usage: procfloor
  *
  * Reads, for every process of /proc in one pass, what a report of the
- * process cannot do without, each once and the plainest way: a pidfd (so
- * the PID names one process throughout), its status (owner and state),
- * its executable link, its maps, 32 bytes of its first executable mapping
- * (where a site's bytes would be), its command line, its environment
- * (the warnings) and its mount namespace.  Nothing is parsed beyond
- * finding that mapping, nothing is sent anywhere, nothing is logged: any
- * tool that answers what btguardd's status answers spends at least this.
+ * process cannot do without, each once and the cheapest way the kernel
+ * offers: a pidfd (so the PID names one process throughout), its status
+ * (owner and state), its executable link, its executable file mappings
+ * (PROCMAP_QUERY where the kernel has it, Linux 6.11, else the maps text),
+ * 32 bytes of the first (where a site's bytes would be), its command line,
+ * its environment (the warnings) and its mount namespace.  A file the
+ * kernel writes as one record is read with one read().  Nothing is parsed
+ * beyond finding that mapping, nothing is sent anywhere, nothing is
+ * logged: any tool that answers what btguardd's status answers spends at
+ * least this.
  * Prints the processes read and the seconds the pass took.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -35,8 +41,8 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The whole of /proc/PID/NAME into buf (what fits); its length, or -1. */
-static ssize_t slurp(int pid, const char *name)
+/* /proc/PID/NAME into buf (what fits); its length, or -1.  many: read to the end. */
+static ssize_t slurp(int pid, const char *name, int many)
 {
 	char path[64];
 	ssize_t n, len = 0;
@@ -46,8 +52,11 @@ static ssize_t slurp(int pid, const char *name)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	while ((n = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0) {
 		len += n;
+		if (!many)
+			break;   /* one record: the kernel gave all of it */
+	}
 	close(fd);
 	buf[len] = '\0';
 	return len;
@@ -70,6 +79,64 @@ static unsigned long first_exec(void)
 	}
 }
 
+/* <linux/fs.h> of Linux 6.11 (Debian 12's headers predate it). */
+struct procmap_query {
+	uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size;
+	uint64_t vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
+#define QUERY_EXEC_FILES (0x04 | 0x10 | 0x20)   /* executable, covering or next, file-backed */
+
+static int no_query;
+
+/*
+ * Every executable file mapping through PROCMAP_QUERY, with its name:
+ * the start of the first, 0 when there is none, -1 when the kernel has no
+ * query (then the maps text is read instead).
+ */
+static long query_exec(int pid)
+{
+	char path[64], name[4096];
+	unsigned long first = 0, addr = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		struct procmap_query q = {
+			.size = sizeof(q), .query_flags = QUERY_EXEC_FILES, .query_addr = addr,
+			.vma_name_addr = (uintptr_t)name, .vma_name_size = sizeof(name),
+		};
+
+		if (ioctl(fd, PROCMAP_QUERY, &q) < 0) {
+			if (errno == ENOTTY || errno == EINVAL) {
+				close(fd);
+				return -1;
+			}
+			break;
+		}
+		if (!first)
+			first = q.vma_start;
+		addr = q.vma_end;
+	}
+	close(fd);
+	return (long)first;
+}
+
+static unsigned long exec_mappings(int pid)
+{
+	long at = no_query ? -1 : query_exec(pid);
+
+	if (at >= 0)
+		return (unsigned long)at;
+	no_query = 1;
+	return slurp(pid, "maps", 1) > 0 ? first_exec() : 0;
+}
+
 static void read_one(int pid)
 {
 	char path[64], link[4096];
@@ -79,15 +146,15 @@ static void read_one(int pid)
 
 	if (pidfd < 0)
 		return;
-	slurp(pid, "status");
+	slurp(pid, "status", 0);
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	if (readlink(path, link, sizeof(link)) > 0 && slurp(pid, "maps") > 0 && (at = first_exec())) {
+	if (readlink(path, link, sizeof(link)) > 0 && (at = exec_mappings(pid))) {
 		char bytes[32];
 		struct iovec local = { bytes, sizeof(bytes) }, remote = { (void *)at, sizeof(bytes) };
 
 		process_vm_readv(pid, &local, 1, &remote, 1, 0);
-		slurp(pid, "cmdline");
-		slurp(pid, "environ");
+		slurp(pid, "cmdline", 0);
+		slurp(pid, "environ", 0);
 		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
 		stat(path, &sb);
 	}
