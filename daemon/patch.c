@@ -463,7 +463,7 @@ static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
 	int r;
 
 	for (;;) {
-		r = vmshare_rescan(&a->vs, &added);
+		r = vmshare_rescan(&a->vs, w->have_forks_at_rest, w->forks_at_rest, &added);
 		if (r < 0) {
 			snprintf(a->why, a->why_len, "cannot list the processes sharing process %d's memory: %s",
 				 a->pid, strerror(-r));

@@ -740,6 +740,7 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 	 * count, read before it: vmshare.c says why that is exact), when the
 	 * listing held every thread and another would find nobody.
 	 */
+	w->have_forks_at_rest = false;
 	do {
 		have_mark = procfs_read_forks(&mark) == 0;
 		r = seize_new_threads(w, &added, why, why_len);
@@ -777,6 +778,13 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 		if (added > 0 && have_mark && procfs_read_forks(&now) == 0 && now == mark)
 			break;
 	} while (added > 0);
+	/*
+	 * Either way the last mark is the count while all were stopped: it
+	 * had not moved when they were (the break), or this pass began with
+	 * all stopped and found nobody new.  vmshare.c's rescan takes it.
+	 */
+	w->forks_at_rest = mark;
+	w->have_forks_at_rest = have_mark;
 
 	r = read_all_regs(w);
 	if (r < 0) {

@@ -82,6 +82,13 @@ struct ptrace_world {
 	pid_t detach_failed_tid;  /* the first task whose detach failed (then retried), or 0 */
 	int detach_failed_err;    /* and why */
 	bool open;               /* stopped (or being stopped), not yet resumed */
+	/*
+	 * /proc/stat's count of tasks created, as it stood while every task
+	 * of the world was stopped (set by each successful stop): no task of
+	 * the world can have made one since.  have_forks_at_rest false: unread.
+	 */
+	uint64_t forks_at_rest;
+	bool have_forks_at_rest;
 };
 
 /*

@@ -210,12 +210,26 @@ int vmshare_scan(struct vmshare *vs, pid_t pid)
 	return compare_all(vs, vs->seen->v, vs->seen->n, NULL, 0, NULL);
 }
 
-int vmshare_rescan(struct vmshare *vs, size_t *ret_new)
+int vmshare_rescan(struct vmshare *vs, bool have_forks, uint64_t forks_at_rest, size_t *ret_new)
 {
 	struct vmshare_listing *now;
+	bool complete;
 	int r;
 
-	if (vs->seen && listing_complete(vs->seen)) {
+	/*
+	 * Nobody stopped can make a task, so a count read while all were
+	 * stopped that equals the listing's means no task was born in
+	 * between; one that differs means a listing is due.  (A count read
+	 * before the stop would not do: a sibling made after it, before its
+	 * maker stopped, would be missed.)
+	 */
+	if (!vs->seen)
+		complete = false;
+	else if (have_forks)
+		complete = vs->seen->have_forks && forks_at_rest == vs->seen->forks;
+	else
+		complete = listing_complete(vs->seen);
+	if (complete) {
 		*ret_new = 0;
 		return 0;
 	}

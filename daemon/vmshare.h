@@ -34,8 +34,11 @@ int vmshare_scan(struct vmshare *vs, pid_t pid);
  * Lists /proc again and compares only processes the listing the scan used
  * did not hold; *ret_new counts the sharers added (appended to vs->sharers).
  * No listing when no task was created since that one began: none is new.
+ * forks_at_rest, when have_forks, is /proc/stat's count of created tasks
+ * read while every task of the target and its sharers was stopped (the
+ * world's): equal to the listing's, it says so without a read of its own.
  */
-int vmshare_rescan(struct vmshare *vs, size_t *ret_new);
+int vmshare_rescan(struct vmshare *vs, bool have_forks, uint64_t forks_at_rest, size_t *ret_new);
 
 void vmshare_free(struct vmshare *vs);
 
