@@ -18,10 +18,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "reaped.h"
-
 #include "auth.h"
 #include "proto.h"
+#include "reaped.h"
 
 enum field { NONE, UID_R, UID_E, UID_S, GID_R, GID_E, GID_S };
 

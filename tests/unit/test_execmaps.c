@@ -23,9 +23,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "reaped.h"
-
 #include "execmaps.h"
+#include "reaped.h"
 
 static void assert_same(const struct procfs_mapping *a, size_t na,
 			const struct procfs_mapping *b, size_t nb)

@@ -19,9 +19,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "reaped.h"
-
 #include "procfs.h"
+#include "reaped.h"
 
 /* An exact-length, unterminated copy of s. */
 static char *exact(const char *s, size_t *len)
