@@ -149,7 +149,11 @@ static int pack(struct found *f, struct procfs_mapping **ret, size_t *ret_n)
 int execmaps_query(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 {
 	struct found f = { 0 };
-	char path[64], *name;
+	/*
+	 * Zeroed once: the kernel writes each name NUL-terminated, but a tool
+	 * that does not know this ioctl (valgrind) cannot tell it wrote them.
+	 */
+	char path[64], name[PATH_MAX] = "";
 	uint64_t addr = 0;
 	int fd, r;
 
@@ -157,11 +161,6 @@ int execmaps_query(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	name = malloc(PATH_MAX);
-	if (!name) {
-		r = -ENOMEM;
-		goto out;
-	}
 	for (;;) {
 		struct procmap_query q = {
 			.size = sizeof(q),
@@ -169,7 +168,7 @@ int execmaps_query(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 				       PROCMAP_QUERY_VMA_EXECUTABLE,
 			.query_addr = addr,
 			.vma_name_addr = (uint64_t)(uintptr_t)name,
-			.vma_name_size = PATH_MAX,
+			.vma_name_size = sizeof(name),
 		};
 
 		if (ioctl(fd, PROCMAP_QUERY, &q) < 0) {
@@ -206,7 +205,6 @@ int execmaps_query(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 	}
 	r = pack(&f, ret, ret_n);
 out:
-	free(name);
 	free(f.maps);
 	free(f.pool);
 	close(fd);
