@@ -513,13 +513,19 @@ out_close:
 	return r;
 }
 
-int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+/* The file at path, whole (see read_fd_whole() for one_record). */
+static int read_path(const char *path, size_t max, bool one_record, char **ret, size_t *ret_len)
 {
 	int fd = open_proc_file(path);
 
 	if (fd < 0)
 		return fd;
-	return read_fd_whole(fd, max, false, ret, ret_len);
+	return read_fd_whole(fd, max, one_record, ret, ret_len);
+}
+
+int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	return read_path(path, max, false, ret, ret_len);
 }
 
 int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
@@ -527,19 +533,15 @@ int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, si
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	return procfs_read_file(path, max, ret, ret_len);
+	return read_path(path, max, false, ret, ret_len);
 }
 
 int procfs_read_pid_record(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
 {
 	char path[64];
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	fd = open_proc_file(path);
-	if (fd < 0)
-		return fd;
-	return read_fd_whole(fd, max, true, ret, ret_len);
+	return read_path(path, max, true, ret, ret_len);
 }
 
 int procfs_read_maps(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
@@ -791,7 +793,7 @@ int procfs_read_forks(uint64_t *ret)
 	char *buf;
 	size_t len;
 	/* A line per CPU and one with every interrupt's count: large on big machines. */
-	int r = procfs_read_file("/proc/stat", 16u << 20, &buf, &len);
+	int r = read_path("/proc/stat", 16u << 20, true, &buf, &len);   /* single_open(): one record */
 
 	if (r < 0)
 		return r;
@@ -807,7 +809,7 @@ int procfs_read_task_stat(pid_t pid, pid_t tid, struct procfs_stat *ret)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	r = procfs_read_file(path, 4096, &buf, &len);
+	r = read_path(path, 4096, true, &buf, &len);
 	if (r < 0)
 		return r;
 	r = procfs_parse_stat_buf(buf, len, ret);
@@ -822,7 +824,7 @@ int procfs_read_task_status(pid_t pid, pid_t tid, struct procfs_status *ret)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	r = procfs_read_file(path, SMALL_FILE_MAX, &buf, &len);
+	r = read_path(path, SMALL_FILE_MAX, true, &buf, &len);
 	if (r < 0)
 		return r;
 	r = procfs_parse_status_buf(buf, len, ret);
