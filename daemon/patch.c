@@ -437,6 +437,9 @@ static int scan_sharers(struct attempt *a)
 			 a->vs.failed_pid, strerror(-r));
 		return -BTG_ERR_SHARED;
 	}
+	if (a->vs.compared < vmshare_listed(&a->vs))
+		log_msg(LOG_DEBUG, "process %d: compared with %zu of %zu processes for sharers (the listing's index): %zu share its memory",
+			a->via, a->vs.compared, vmshare_listed(&a->vs), a->vs.n);
 	return authorize_sharers(a, 0);
 }
 

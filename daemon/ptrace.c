@@ -11,7 +11,8 @@
  * Waiting: the kernel signals the tracer with SIGCHLD whenever a tracee
  * stops or exits, so we block SIGCHLD and poll a signalfd with the time
  * left, then collect with waitpid(-1, __WALL | WNOHANG).  btguardd has no
- * children of its own, so every status it collects belongs to a tracee.
+ * children of its own between calls (vmindex.c's pivots are reaped by the
+ * call that made them), so every status it collects belongs to a tracee.
  *
  * A tracee that never stops (uninterruptible sleep past every deadline)
  * cannot be detached: PTRACE_DETACH needs a stopped tracee.  Such tasks are

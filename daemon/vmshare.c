@@ -32,6 +32,13 @@
  *    second listing inside the pause (the same listing, moved out of it).
  * A node that makes threads all the time moves the count, and the second
  * listing then runs too: what was born between the scan and the stop.
+ *
+ * A listing that serves many scans (a request for many targets on a quiet
+ * node) is worth an index (vmindex.c): after INDEX_AFTER_USES scans on one
+ * listing, the next lists again with pivots running and sorts the listing
+ * into buckets, and each later scan on it compares the target only with
+ * its bucket.  The index is a fact about that listing, good exactly as
+ * long as the listing is complete.
  */
 #include <errno.h>
 #include <linux/kcmp.h>
@@ -41,6 +48,7 @@
 #include <unistd.h>
 
 #include "procfs.h"
+#include "vmindex.h"
 #include "vmshare.h"
 
 struct vmshare_listing {
@@ -49,7 +57,17 @@ struct vmshare_listing {
 	bool have_forks;       /* false: the count was unreadable, compare nothing with it */
 	pid_t *v;              /* sorted: /proc lists in PID order */
 	size_t n;
+	unsigned uses;         /* scans that took it as the newest complete listing */
+	struct vmindex *index; /* its processes by address space, or NULL */
 };
+
+/*
+ * When an index pays: making one costs 31 forks, a listing and 5 kcmp per
+ * process; each scan then saves about 15/16 of its kcmp calls.  A listing
+ * that served this many scans is likely to serve many more.
+ */
+#define INDEX_AFTER_USES 8
+#define INDEX_MIN_PROCS 256
 
 /* The newest listing, for the next scan; held by a reference of its own. */
 static struct vmshare_listing *newest;
@@ -58,6 +76,7 @@ static void listing_put(struct vmshare_listing *l)
 {
 	if (!l || --l->refs > 0)
 		return;
+	vmindex_free(l->index);
 	free(l->v);
 	free(l);
 }
@@ -92,10 +111,30 @@ static bool listing_complete(const struct vmshare_listing *l)
 	return l->have_forks && procfs_read_forks(&forks) == 0 && forks == l->forks;
 }
 
+/*
+ * A new listing with an index: the pivots first, because making them
+ * creates tasks and a listing older than they are would not be complete.
+ * Without pivots, or when the index cannot be made, the listing alone.
+ */
+static int listing_read_indexed(struct vmshare_listing **ret)
+{
+	struct vmindex_pivots pivots;
+	bool have_pivots = vmindex_pivots_start(&pivots) == 0;
+	int r = listing_read(ret);
+
+	if (r == 0 && have_pivots && vmindex_build(&pivots, (*ret)->v, (*ret)->n, &(*ret)->index) < 0)
+		(*ret)->index = NULL;
+	if (have_pivots)
+		vmindex_pivots_end(&pivots);
+	return r;
+}
+
 /* The newest listing if it is complete, else a new one; a reference for the caller. */
 static int listing_get(struct vmshare_listing **ret)
 {
 	if (newest && listing_complete(newest)) {
+		if (!newest->index && ++newest->uses == INDEX_AFTER_USES && newest->n >= INDEX_MIN_PROCS)
+			return listing_read_indexed(ret);
 		newest->refs++;
 		*ret = newest;
 		return 0;
@@ -207,7 +246,26 @@ int vmshare_scan(struct vmshare *vs, pid_t pid)
 	r = listing_get(&vs->seen);
 	if (r < 0)
 		return r;
+	if (vs->seen->index) {
+		pid_t *cands;
+		size_t ncands;
+
+		/* The others of the listing are in other buckets: they share nothing with pid. */
+		if (vmindex_candidates(vs->seen->index, vs->seen->v, vs->seen->n, pid, &cands,
+				       &ncands) == 0) {
+			r = compare_all(vs, cands, ncands, NULL, 0, NULL);
+			free(cands);
+			vs->compared = ncands;
+			return r;
+		}
+	}
+	vs->compared = vs->seen->n;
 	return compare_all(vs, vs->seen->v, vs->seen->n, NULL, 0, NULL);
+}
+
+size_t vmshare_listed(const struct vmshare *vs)
+{
+	return vs->seen ? vs->seen->n : 0;
 }
 
 int vmshare_rescan(struct vmshare *vs, bool have_forks, uint64_t forks_at_rest, size_t *ret_new)

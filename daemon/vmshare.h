@@ -18,17 +18,23 @@ struct vmshare {
 	size_t n, cap;
 	struct vmshare_listing *seen;   /* the processes compared already: a listing, sorted */
 	pid_t failed_pid;      /* the process kcmp could not compare, on error */
+	size_t compared;       /* processes of the listing the scan compared pid with */
 };
 
 /*
- * Compares every process of a /proc listing with pid: the newest listing
+ * Compares pid with every process of a /proc listing: the newest listing
  * any scan made if no task was created since it began, else a new one.
+ * A listing with an index (vmindex.c) spares the processes the index
+ * proves apart from pid.
  * Processes kcmp may not compare (-EPERM) are taken as not sharing: we
  * could not stop them either.  On failure (kcmp unavailable: -ENOSYS)
  * vs->failed_pid names the process that could not be compared.  Free with
  * vmshare_free either way.
  */
 int vmshare_scan(struct vmshare *vs, pid_t pid);
+
+/* How many processes the scan's listing holds (vs->compared of them were compared: an index, vmindex.c, spares the rest). */
+size_t vmshare_listed(const struct vmshare *vs);
 
 /*
  * Lists /proc again and compares only processes the listing the scan used

@@ -205,4 +205,16 @@ MUTANTS = [
     ("a one-record proc file cut at its first read", "daemon/procfs.c",
      [("\t\tif (one_record && len < cap - 1)\n", "\t\tif (one_record)\n")],
      ["unit"]),
+    # -- the listing's index (vmindex.c) --
+    ("a target the listing does not hold compared with nobody", "daemon/vmindex.c",
+     [("\tif (n != ix->n || !find(procs, n, pid, &at))\n\t\treturn -ENOENT;",
+       "\tif (n != ix->n || !find(procs, n, pid, &at)) {\n\t\t*ret = NULL;\n\t\t*ret_n = 0;\n\t\treturn 0;\n\t}")],
+     ["unit"]),
+    ("a pivot that began to exit while the listing was placed not noticed", "daemon/vmindex.c",
+     [("\tr = vmindex_pivots_intact(p);\n\tif (r < 0)\n\t\tgoto out_free;",
+       "\tr = 0;\n\tif (r < 0)\n\t\tgoto out_free;")],
+     ["unit"]),
+    ("a target compared only with the processes kcmp would not sort", "daemon/vmindex.c",
+     [("\treturn bucket == want || bucket == VMINDEX_ANY;", "\treturn (bucket == want && 0) || bucket == VMINDEX_ANY;")],
+     ["unit", "test_vmshare.py::test_a_request_for_many_finds_sharers_through_the_index"]),
 ]
