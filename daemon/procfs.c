@@ -755,6 +755,26 @@ void procfs_cmdline_to_line(const char *buf, size_t len, char *out, size_t out_l
 	out[n] = '\0';
 }
 
+bool procfs_listing_find(const pid_t *v, size_t n, pid_t pid, size_t *ret_at)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] == pid) {
+			if (ret_at)
+				*ret_at = mid;
+			return true;
+		}
+		if (v[mid] < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 int procfs_list_processes(pid_t **ret, size_t *ret_n)
 {
 	return list_pid_dir("/proc", ret, ret_n);

@@ -125,6 +125,9 @@ void procfs_cmdline_to_line(const char *buf, size_t len, char *out, size_t out_l
 /* Lists every process (thread group) in /proc, sorted ascending. */
 int procfs_list_processes(pid_t **ret, size_t *ret_n);
 
+/* True when such a listing holds pid; *ret_at (may be NULL) is then its index. */
+bool procfs_listing_find(const pid_t *v, size_t n, pid_t pid, size_t *ret_at);
+
 /*
  * The "processes" line of /proc/stat: tasks created since boot, threads
  * too.  The kernel counts a task as it attaches it (under the lock that

@@ -219,25 +219,6 @@ out_free:
 	return r;
 }
 
-static bool find(const pid_t *v, size_t n, pid_t pid, size_t *ret)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] == pid) {
-			*ret = mid;
-			return true;
-		}
-		if (v[mid] < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
 static bool may_share(uint16_t bucket, uint16_t want)
 {
 	return bucket == want || bucket == VMINDEX_ANY;
@@ -250,7 +231,7 @@ int vmindex_candidates(const struct vmindex *ix, const pid_t *procs, size_t n, p
 	uint16_t want;
 	pid_t *v;
 
-	if (n != ix->n || !find(procs, n, pid, &at))
+	if (n != ix->n || !procfs_listing_find(procs, n, pid, &at))
 		return -ENOENT;
 	want = ix->bucket[at];
 	if (want == VMINDEX_SKIP || want == VMINDEX_ANY)

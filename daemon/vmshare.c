@@ -172,23 +172,6 @@ static bool has_memory(pid_t pid)
 	       st.state != 'Z' && st.state != 'X';
 }
 
-static bool in_sorted(const pid_t *v, size_t n, pid_t pid)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] == pid)
-			return true;
-		if (v[mid] < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
 static int add(struct vmshare *vs, pid_t pid)
 {
 	if (vs->n == vs->cap) {
@@ -213,7 +196,7 @@ static int compare_all(struct vmshare *vs, const pid_t *procs, size_t nprocs, co
 	for (size_t i = 0; i < nprocs; i++) {
 		int r;
 
-		if (procs[i] == vs->pid || (skip && in_sorted(skip, nskip, procs[i])))
+		if (procs[i] == vs->pid || (skip && procfs_listing_find(skip, nskip, procs[i], NULL)))
 			continue;
 		r = vmshare_same(vs->pid, procs[i]);
 		/*

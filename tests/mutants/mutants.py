@@ -207,8 +207,8 @@ MUTANTS = [
      ["unit"]),
     # -- the listing's index (vmindex.c) --
     ("a target the listing does not hold compared with nobody", "daemon/vmindex.c",
-     [("\tif (n != ix->n || !find(procs, n, pid, &at))\n\t\treturn -ENOENT;",
-       "\tif (n != ix->n || !find(procs, n, pid, &at)) {\n\t\t*ret = NULL;\n\t\t*ret_n = 0;\n\t\treturn 0;\n\t}")],
+     [("\tif (n != ix->n || !procfs_listing_find(procs, n, pid, &at))\n\t\treturn -ENOENT;",
+       "\tif (n != ix->n || !procfs_listing_find(procs, n, pid, &at)) {\n\t\t*ret = NULL;\n\t\t*ret_n = 0;\n\t\treturn 0;\n\t}")],
      ["unit"]),
     ("a pivot that began to exit while the listing was placed not noticed", "daemon/vmindex.c",
      [("\tr = vmindex_pivots_intact(p);\n\tif (r < 0)\n\t\tgoto out_free;",
