@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "fault.h"
 #include "proto.h"
 
 static const char *const id_role[3] = { "real", "effective", "saved" };
@@ -87,6 +88,8 @@ static int read_target(pid_t pid, bool need_start, struct auth_target *ret)
 	r = procfs_read_status_owner(pid, &t.status, &owner);
 	if (r < 0)
 		return noproc_or(r);
+	if (fault_no_kthread_line())
+		t.status.kthread = -1;
 	if (need_start || t.status.kthread < 0) {
 		r = procfs_read_stat(pid, &pst);
 		if (r < 0)

@@ -31,6 +31,7 @@ static unsigned long hold_ms;
 static unsigned long seize_hold_nth, seize_hold_ms, seizes;
 static bool parsed;
 static bool peek_flip;
+static bool no_kthread_line;
 
 static void parse(void)
 {
@@ -52,6 +53,8 @@ static void parse(void)
 			seize_hold_nth = strtoul(eq + 1, NULL, 10);
 		if (!strcmp(tok, "seize-hold-ms"))
 			seize_hold_ms = strtoul(eq + 1, NULL, 10);
+		if (!strcmp(tok, "no-kthread-line"))
+			no_kthread_line = strtoul(eq + 1, NULL, 10) != 0;
 		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
 			if (!strcmp(tok, faults[i].name))
 				faults[i].nth = strtoul(eq + 1, NULL, 10);
@@ -112,6 +115,13 @@ void fault_hold_world(void)
 	ts.tv_sec = (time_t)(hold_ms / 1000);
 	ts.tv_nsec = (long)(hold_ms % 1000) * 1000000L;
 	nanosleep(&ts, NULL);
+}
+
+bool fault_no_kthread_line(void)
+{
+	if (!parsed)
+		parse();
+	return no_kthread_line;
 }
 #else
 /* ISO C wants something in every translation unit. */

@@ -15,11 +15,16 @@
  *   seize-hold=N, seize-hold-ms=M
  *                  the daemon sleeps M ms before its Nth PTRACE_SEIZE (the
  *                  earlier ones done): a window for the target to exec
+ *   no-kthread-line=1
+ *                  status files read as if the kernel wrote no "Kthread:"
+ *                  line (older kernels do not write it): the kernel-thread
+ *                  flag must then come from stat
  * The production build has none of this: every hook is an empty inline.
  */
 #ifndef BTGUARD_FAULT_H
 #define BTGUARD_FAULT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,10 +35,13 @@ int fault_before_ptrace(int request);
 void fault_after_peek(uint64_t *word);
 /* Sleeps while the world is stopped, if asked to. */
 void fault_hold_world(void);
+/* True when status files are to be read as if they had no "Kthread:" line. */
+bool fault_no_kthread_line(void);
 #else
 static inline int fault_before_ptrace(int request) { (void)request; return 0; }
 static inline void fault_after_peek(uint64_t *word) { (void)word; }
 static inline void fault_hold_world(void) { }
+static inline bool fault_no_kthread_line(void) { return false; }
 #endif
 
 #endif

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GREENLET_SO
-from conftest import start, victim_path
+from conftest import FAULTS_BTGUARDD, running_daemon, start, victim_path
 
 CGROUP_ROOTS = [Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/cpu")]
 
@@ -208,6 +208,22 @@ def test_selectors_never_pick_the_daemon_or_kernel_threads(daemon):
     # Nor the client asking: its own command line names the pattern.
     r = daemon.ctl("status", "--cmdline", "*--cmdline*", check=0)
     assert r.results == [], r
+
+
+def test_selectors_tell_kernel_threads_without_a_kthread_line(victim):
+    """A selector takes the kernel-thread flag from status's "Kthread:" line
+    and reads stat only where the kernel writes no such line.  The fault
+    build reads status as an older kernel writes it: kernel threads must
+    still never be selected, and a process still is, and is guarded."""
+    v = victim("idle", 1)
+    with running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": "no-kthread-line=1"}) as d:
+        r = d.ctl("status", "--all", check=None)
+        pids = pids_of(r)
+        assert v.pid in pids, r
+        assert 2 not in pids, r   # kthreadd
+        assert all(res["command"] for res in r.results if res["ok"]), r
+        r = d.ctl("guard", "--exe", str(victim_path("idle")), check=0)
+        assert [(res["pid"], res["state"]) for res in r.results] == [(v.pid, "guarded")], r
 
 
 def test_bad_selectors_are_usage_errors(daemon):

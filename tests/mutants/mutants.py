@@ -205,6 +205,10 @@ MUTANTS = [
     ("a one-record proc file cut at its first read", "daemon/procfs.c",
      [("\t\tif (one_record && len < cap - 1)\n", "\t\tif (one_record)\n")],
      ["unit"]),
+    ("a kernel without the status file's Kthread line takes every process for a user one",
+     "daemon/auth.c",
+     [("\tif (need_start || t.status.kthread < 0) {", "\tif (need_start) {")],
+     ["test_select.py::test_selectors_tell_kernel_threads_without_a_kthread_line"]),
     # -- the listing's index (vmindex.c) --
     ("a target the listing does not hold compared with nobody", "daemon/vmindex.c",
      [("\tif (n != ix->n || !procfs_listing_find(procs, n, pid, &at))\n\t\treturn -ENOENT;",
