@@ -15,16 +15,17 @@
  * cut by pivots: processes of the daemon's own, forked for the purpose,
  * that never exec.  Each listed process is placed among the pivots by a
  * binary search against them alone, and its bucket is the gap it falls in.
- * Two processes that share an address space when a target is checked both
- * existed at the listing (the listing is only used while no task has been
- * created since), so neither can have exec'd in between - an exec makes a
- * new address space that no process already alive can join - and their
- * shared address space held still while each was placed.  The pivots held
- * still too, if none of them had begun to exit once all were placed (exit
- * is the only way a pivot's address space changes).  Then both processes
- * met the same pivots with the same address space and took the same gap:
- * a target's sharers are all in its own bucket.  A process that exec'd
- * while it was placed may sit anywhere; it shares nothing old any more.
+ * A task's address space changes only at exec (or exit), to a new one
+ * that only tasks born later can join.  So two tasks that share an address space when a
+ * target is checked each had that one from the moment it was placed, and
+ * met the pivots with it.  The pivots held still too, if none of them had
+ * begun to exit once all were placed (exit is the only way a pivot's
+ * address space changes).  Then both tasks took the same gap: a target's
+ * sharers are all in its own bucket.  A process that exec'd while it was
+ * placed may sit anywhere; it shares nothing old any more.  (A later scan
+ * uses the listing only while no task has been created since it was made;
+ * a task born after the placing is the pause's second listing's to find,
+ * as it is without an index.)
  *
  * With 31 pivots a process costs 5 kcmp to place and a target is compared
  * with about 1/16 of the node (gaps between random points are uneven).
