@@ -247,7 +247,7 @@ def test_exec_event_takes_a_new_program_long_before_the_next_sweep(tmp, victim, 
                  interval=SLOW_SWEEP)
     with policy_daemon(conf) as d:
         time.sleep(1)   # the first sweep, of what ran before, is behind us
-        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        v = start(victim, [linked(tmp, token, "idle"), 1, "--may-start-guarded"], "idle")
         # Only the exec event can have told the daemon: the next sweep is an hour away.
         wait_state(d, v.pid, "guarded", 10)
         assert f"rule at-exec: process {v.pid} taken at its exec" in d.log(), d.log()[-3000:]
@@ -260,7 +260,7 @@ def test_exec_events_no_leaves_new_programs_to_the_sweep(tmp, victim, token):
                  interval=SLOW_SWEEP, exec_events=False)
     with policy_daemon(conf) as d:
         time.sleep(1)
-        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        v = start(victim, [linked(tmp, token, "idle"), 1, "--may-start-guarded"], "idle")
         time.sleep(3)
         assert state_of(d, v.pid)["state"] == "unguarded"
         check_noticing(d, False)
@@ -269,7 +269,7 @@ def test_exec_events_no_leaves_new_programs_to_the_sweep(tmp, victim, token):
         write_policy(conf, f"[rule sweep-only]\naction = guard\ncmdline = *{token}*\n",
                      interval=SLOW_SWEEP)
         d.ctl("reload", check=0)
-        w = start(victim, [linked(tmp, token + "-2", "idle"), 1], "idle")
+        w = start(victim, [linked(tmp, token + "-2", "idle"), 1, "--may-start-guarded"], "idle")
         wait_state(d, w.pid, "guarded", 10)
         assert LISTENING in d.log()
 
@@ -284,7 +284,7 @@ def test_refused_connector_falls_back_to_the_sweep(tmp, victim, token):
     with policy_daemon(conf, prefix=("unshare", "--net")) as d:
         time.sleep(INTERVAL)
         t0 = time.monotonic()
-        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        v = start(victim, [linked(tmp, token, "idle"), 1, "--may-start-guarded"], "idle")
         wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
         assert time.monotonic() - t0 <= INTERVAL + SLACK
         log = d.log()
@@ -296,7 +296,7 @@ def test_refused_connector_falls_back_to_the_sweep(tmp, victim, token):
 def test_first_sweep_takes_processes_already_running(tmp, victim, token):
     conf = tmp / "btguardd.conf"
     write_policy(conf, f"[rule early]\naction = guard\ncmdline = *{token}*\n")
-    v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+    v = start(victim, [linked(tmp, token, "idle"), 1, "--may-start-guarded"], "idle")
     with policy_daemon(conf) as d:
         wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
 
@@ -324,7 +324,7 @@ def test_a_reload_asks_again_but_records_only_what_it_did(tmp, victim, token):
     conf = tmp / "btguardd.conf"
     write_policy(conf, f"[rule again]\naction = guard\ncmdline = *{token}*\n")
     with policy_daemon(conf) as d:
-        v = start(victim, [linked(tmp, token, "idle"), 1], "idle")
+        v = start(victim, [linked(tmp, token, "idle"), 1, "--may-start-guarded"], "idle")
         wait_state(d, v.pid, "guarded", 10)
         d.ctl("reload", check=0)
         deadline = time.monotonic() + 10
@@ -354,7 +354,7 @@ def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, to
             time.sleep(0.05)
         assert f"{conf}:7:" in d.log()
         # The old policy is still in force: it guards a new process.
-        v = start(victim, [linked(tmp, f"{token}-old", "idle"), 1], "idle")
+        v = start(victim, [linked(tmp, f"{token}-old", "idle"), 1, "--may-start-guarded"], "idle")
         wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
         # A drop-in that is wrong is named too.
         write_policy(conf, f"[rule old]\naction = guard\ncmdline = *{token}-old*\n")
