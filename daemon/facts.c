@@ -91,6 +91,31 @@ int facts_objects_from_maps(struct facts *f, const struct procfs_mapping *maps, 
 	return 0;
 }
 
+/*
+ * Has the loader finished?  The C library is mapped, and the loader's
+ * cache is not any more: ld.so maps /etc/ld.so.cache before the first
+ * library it looks up there and unmaps it only once every dependency is
+ * mapped (glibc's dl_main, _dl_unload_cache).  A look in between would
+ * take a list of objects the program is still growing, so the next sweep
+ * would find it changed and ask about the program again.  A program whose
+ * libraries are all found without the cache never maps it.
+ */
+bool facts_loader_done(const struct facts *f)
+{
+	bool libc = false;
+
+	for (size_t i = 0; i < f->p.nobjects; i++) {
+		const char *base = strrchr(f->p.objects[i], '/');
+
+		base = base ? base + 1 : f->p.objects[i];
+		if (!strcmp(base, "ld.so.cache"))
+			return false;
+		if (!strncmp(base, "libc.so", 7))
+			libc = true;
+	}
+	return libc;
+}
+
 /* The distinct files the process maps, in map order. */
 static int read_objects(pid_t pid, struct facts *f)
 {

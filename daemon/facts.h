@@ -62,6 +62,12 @@ int facts_read_through_live(pid_t pid, unsigned need, struct facts *f);
  */
 int facts_objects_from_maps(struct facts *f, const struct procfs_mapping *maps, size_t nmaps);
 
+/*
+ * f's objects say its loader is done: the C library is mapped and the
+ * loader's cache (ld.so.cache) is not any more.  False without objects.
+ */
+bool facts_loader_done(const struct facts *f);
+
 void facts_free(struct facts *f);
 
 #endif

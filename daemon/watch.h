@@ -4,7 +4,7 @@
  *
  * A process that execs is looked at moments later, when the kernel's
  * proc connector tells us (procconn.h, where the daemon may listen):
- * once its loader has mapped the C library, the policy is asked about it,
+ * once its loader has mapped its libraries, the policy is asked about it,
  * as below.  The sweep is the backstop, and what sees late loads:
  *
  * Every interval (the policy's [watch] interval, 1 s by default) the

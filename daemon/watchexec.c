@@ -2,7 +2,7 @@
 /*
  * Exec events for the policy (watch.h): the proc connector's socket while
  * the policy wants it, and the processes it names.  Each is looked at a
- * moment after its exec - once its loader has mapped the C library, or
+ * moment after its exec - once its loader has mapped its libraries, or
  * after the last delay below as it is - and the policy asked about it as
  * the sweep would; noticed.c then tells the sweep it need not ask again.
  * Nothing here stops, reads or writes a target either: what a rule takes
@@ -29,24 +29,13 @@
 #define EVENTS_COALESCE_MS 5u
 /*
  * A program noticed at its exec is looked at once its loader has mapped
- * the C library, usually within a millisecond; until then, again after
+ * its libraries, usually within a millisecond; until then, again after
  * each of these delays, and after the last as it is (a static program).
  */
 static const unsigned look_delays_ms[] = { 2, 10, 50, 200 };
 #define LOOKS (sizeof(look_delays_ms) / sizeof(look_delays_ms[0]))
 
-static bool maps_libc(const struct facts *f)
-{
-	for (size_t i = 0; i < f->p.nobjects; i++) {
-		const char *base = strrchr(f->p.objects[i], '/');
-
-		if (!strncmp(base ? base + 1 : f->p.objects[i], "libc.so", 7))
-			return true;
-	}
-	return false;
-}
-
-/* A process noticed at its exec: once its C library is mapped, does a rule take it? */
+/* A process noticed at its exec: once its loader is done, does a rule take it? */
 static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
 {
 	const struct policy_rule *rule;
@@ -60,7 +49,7 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
 		noticed_drop(w->noticed, e);   /* gone already, or unreadable: the sweep decides */
 		return;
 	}
-	if (!maps_libc(w->facts) && e->looks < LOOKS) {
+	if (!facts_loader_done(w->facts) && e->looks < LOOKS) {
 		facts_free(w->facts);
 		e->due_ms = now + look_delays_ms[e->looks++];
 		return;
