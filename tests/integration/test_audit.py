@@ -338,7 +338,7 @@ def test_an_automatic_guard_is_one_record_naming_its_rule(victim, tmp_path):
     conf.write_text(f"[watch]\ninterval = 200ms\n[rule audited]\naction = guard\n"
                     f"cmdline = *{token}*\n")
     with journal_daemon_with(("--config", str(conf))) as d:
-        v = start(victim, [link, 1], "idle")
+        v = start(victim, [link, 1, "--may-start-guarded"], "idle")
         [e] = d.collect(lambda e: e.get("BTGUARD_ACTION") == "guard" and
                         e.get("BTGUARD_TARGET_PID") == str(v.pid), "the automatic guard")
         assert e == {**e, "BTGUARD_RULE": "audited", "BTGUARD_REQUESTER_UID": "0",

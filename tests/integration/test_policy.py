@@ -125,7 +125,7 @@ def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, 
     with policy_daemon(conf, prefix=sweep_prefix) as d:
         time.sleep(INTERVAL)   # the first sweep (of everything) is behind us
         t0 = time.monotonic()
-        risky = start(victim, [link, 1], "idle", env={"LD_PRELOAD": f"{c10}:{greenlet}"})
+        risky = start(victim, [link, 1, "--may-start-guarded"], "idle", env={"LD_PRELOAD": f"{c10}:{greenlet}"})
         plain = start(victim, [link, 1], "idle")          # the token, but not at risk
         wait_state(d, risky.pid, "guarded", INTERVAL + SLACK)
         assert time.monotonic() - t0 <= INTERVAL + SLACK
@@ -224,7 +224,7 @@ def test_exclusions_hold(tmp, victim, token, exec_events):
     take = linked(tmp, token, "idle")
     keep = linked(tmp, f"{token}-keep", "idle")
     with policy_daemon(conf) as d:
-        a = start(victim, [take, 1], "idle")
+        a = start(victim, [take, 1, "--may-start-guarded"], "idle")
         b = start(victim, [keep, 1], "idle")
         wait_state(d, a.pid, "guarded", INTERVAL + SLACK)
         time.sleep(INTERVAL * 3)
