@@ -528,6 +528,11 @@ int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 	return read_path(path, max, false, ret, ret_len);
 }
 
+int procfs_read_record(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	return read_path(path, max, true, ret, ret_len);
+}
+
 int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len)
 {
 	char path[64];

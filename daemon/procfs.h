@@ -149,6 +149,9 @@ int procfs_list_children(pid_t pid, pid_t **ret, size_t *ret_n);
  */
 int procfs_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 
+/* The same for a file the kernel writes as one record (a sysctl, /proc/loadavg): one read() when it fits. */
+int procfs_read_record(const char *path, size_t max, char **ret, size_t *ret_len);
+
 /* The same for /proc/PID/NAME ("cmdline", "environ", "cgroup"). */
 int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len);
 
