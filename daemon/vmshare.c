@@ -14,7 +14,8 @@
  * runs in the address space can create another task, and a second listing
  * needs to compare only the PIDs that were not there the first time (an
  * address space is never joined after a process is created: exec leaves
- * it, nothing enters it).
+ * it, nothing enters it), and those the allocator may have handed out again
+ * in between, to a task born under a PID whose process exited (pidalloc.c).
  *
  * Listing /proc walks every task on the node: a few milliseconds with
  * 10,000 of them, and inside the pause the second listing holds the whole
@@ -47,6 +48,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pidalloc.h"
 #include "procfs.h"
 #include "vmindex.h"
 #include "vmshare.h"
@@ -55,6 +57,7 @@ struct vmshare_listing {
 	unsigned refs;
 	uint64_t forks;        /* /proc/stat's count before it was read */
 	bool have_forks;       /* false: the count was unreadable, compare nothing with it */
+	struct pidalloc_mark pids;   /* the PID allocator before it was read */
 	pid_t *v;              /* sorted: /proc lists in PID order */
 	size_t n;
 	unsigned uses;         /* scans that took it as the newest complete listing */
@@ -91,6 +94,7 @@ static int listing_read(struct vmshare_listing **ret)
 		return -ENOMEM;
 	/* Before the listing: a task counted after this read may be missing from it. */
 	l->have_forks = procfs_read_forks(&l->forks) == 0;
+	pidalloc_read(&l->pids);
 	r = procfs_list_processes(&l->v, &l->n);
 	if (r < 0) {
 		free(l);
@@ -187,16 +191,31 @@ static int add(struct vmshare *vs, pid_t pid)
 	return 0;
 }
 
-/* Compares pid with every process listed that skip (sorted, may be NULL) does not hold. */
+static bool is_sharer(const struct vmshare *vs, pid_t pid)
+{
+	for (size_t i = 0; i < vs->n; i++)
+		if (vs->sharers[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Compares pid with every process listed, but those skip (sorted, may be
+ * NULL) holds under a PID the allocator cannot have handed out again since
+ * (fresh: NULL for none).
+ */
 static int compare_all(struct vmshare *vs, const pid_t *procs, size_t nprocs, const pid_t *skip,
-		       size_t nskip, size_t *ret_new)
+		       size_t nskip, const struct pidalloc_window *fresh, size_t *ret_new)
 {
 	size_t before = vs->n;
 
 	for (size_t i = 0; i < nprocs; i++) {
 		int r;
 
-		if (procs[i] == vs->pid || (skip && procfs_listing_find(skip, nskip, procs[i], NULL)))
+		if (procs[i] == vs->pid)
+			continue;
+		if (skip && procfs_listing_find(skip, nskip, procs[i], NULL) &&
+		    (!fresh || !pidalloc_in_window(fresh, procs[i]) || is_sharer(vs, procs[i])))
 			continue;
 		r = vmshare_same(vs->pid, procs[i]);
 		/*
@@ -236,14 +255,14 @@ int vmshare_scan(struct vmshare *vs, pid_t pid)
 		/* The others of the listing are in other buckets: they share nothing with pid. */
 		if (vmindex_candidates(vs->seen->index, vs->seen->v, vs->seen->n, pid, &cands,
 				       &ncands) == 0) {
-			r = compare_all(vs, cands, ncands, NULL, 0, NULL);
+			r = compare_all(vs, cands, ncands, NULL, 0, NULL, NULL);
 			free(cands);
 			vs->compared = ncands;
 			return r;
 		}
 	}
 	vs->compared = vs->seen->n;
-	return compare_all(vs, vs->seen->v, vs->seen->n, NULL, 0, NULL);
+	return compare_all(vs, vs->seen->v, vs->seen->n, NULL, 0, NULL, NULL);
 }
 
 size_t vmshare_listed(const struct vmshare *vs)
@@ -253,6 +272,7 @@ size_t vmshare_listed(const struct vmshare *vs)
 
 int vmshare_rescan(struct vmshare *vs, bool have_forks, uint64_t forks_at_rest, size_t *ret_new)
 {
+	struct pidalloc_window fresh = { .all = true };
 	struct vmshare_listing *now;
 	bool complete;
 	int r;
@@ -277,8 +297,14 @@ int vmshare_rescan(struct vmshare *vs, bool have_forks, uint64_t forks_at_rest, 
 	r = listing_read(&now);
 	if (r < 0)
 		return r;
+	/*
+	 * A PID both listings hold names the same process, unless it was
+	 * handed out again in between (pidalloc.c): those are compared too.
+	 */
+	if (vs->seen && vs->seen->have_forks && now->have_forks && now->forks >= vs->seen->forks)
+		pidalloc_window(&vs->seen->pids, &now->pids, now->forks - vs->seen->forks, &fresh);
 	r = compare_all(vs, now->v, now->n, vs->seen ? vs->seen->v : NULL,
-			vs->seen ? vs->seen->n : 0, ret_new);
+			vs->seen ? vs->seen->n : 0, &fresh, ret_new);
 	if (r < 0) {
 		listing_put(now);
 		return r;

@@ -38,7 +38,8 @@ size_t vmshare_listed(const struct vmshare *vs);
 
 /*
  * Lists /proc again and compares only processes the listing the scan used
- * did not hold; *ret_new counts the sharers added (appended to vs->sharers).
+ * did not hold, and those under a PID handed out again since (pidalloc.h);
+ * *ret_new counts the sharers added (appended to vs->sharers).
  * No listing when no task was created since that one began: none is new.
  * forks_at_rest, when have_forks, is /proc/stat's count of created tasks
  * read while every task of the target and its sharers was stopped (the

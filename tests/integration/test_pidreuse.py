@@ -33,6 +33,14 @@ SIGSTOP only stretches what a busy scheduler can do anyway.
                               process's start, often in the same 10 ms tick
                               of /proc's start time, over and over; the
                               pidfd taken on arrival must refuse every one.
+  test_sharer_on_a_recycled_pid
+                              a process sharing the target's memory is born,
+                              while the daemon holds before its first seize,
+                              under the PID of a process its search for
+                              sharers listed and compared before: the
+                              search inside the pause must compare it again
+                              (the allocator handed that PID out again), and
+                              hold it.
   test_recycled_before_pin    a request still unread behind a slow one: its
                               PID is recycled before the daemon reads it, so
                               the request names the new process; the answer
@@ -122,6 +130,16 @@ def test_recycled_within_a_tick():
     assert not o["touched"], where
     assert set(o["errors"]) <= {"pid-reused"}, where
     assert o["daemon_exit"] == 0 and not o["sanitizer"], where
+
+
+def test_sharer_on_a_recycled_pid():
+    o = run_inside("sharer-on-a-recycled-pid")
+    where = json.dumps({k: v for k, v in o.items() if k != "log_tail"}, indent=1)
+    print(f"sharer on a recycled PID: {o['attempts']} attempt(s), sibling {o['sibling']}")
+    assert o["recycled"], where
+    assert o["found_in_the_pause"], where
+    assert o["ok"] and o["state"] == "guarded" and o["wrote"], where
+    assert o["all_alive"] and not o["thread_problems"], where
 
 
 RECYCLE_ROUNDS = 40
@@ -385,9 +403,55 @@ def recycled_within_a_tick(x):
     x.finish(obs)
 
 
+SHARER_ATTEMPTS = 5
+
+
+def sharer_on_a_recycled_pid(x):
+    """X is listed (and compared) by the guard's search for sharers; while
+    the fault build holds the daemon before its first seize, X exits and the
+    target makes a sibling on its memory under X's PID.  The search inside
+    the pause must find that sibling.  The hold must end within the stop
+    bound, so a slow machine may miss it: the sequence is tried a few times
+    and must take that path once."""
+    c, h = x.c, x.h
+    obs = {"attempts": 0, "recycled": False, "found_in_the_pause": False}
+    for _ in range(SHARER_ATTEMPTS):
+        obs["attempts"] += 1
+        placeholder = x.spawn([str(c.VICTIMS / "idle"), "0"])
+        target = x.spawn([str(c.VICTIMS / "vmsibling"), "1", "--late"])
+
+        def bear():
+            os.kill(placeholder.pid, signal.SIGKILL)
+            placeholder.wait(timeout=30)
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(placeholder.pid - 1))
+            os.kill(target.pid, signal.SIGUSR2)
+            while (line := target.stdout.readline()) != b"born\n":
+                assert line.startswith(b"sibling "), line
+
+        res, log = h.guard_during_seize_hold(target.pid, 1, bear)
+        with open(f"/proc/{target.pid}/task/{target.pid}/children") as f:
+            sibs = [int(p) for p in f.read().split()]
+        obs.update(sibling=sibs, recycled=sibs == [placeholder.pid], ok=res["ok"],
+                   state=res["state"], wrote=res["wrote"])
+        obs["all_alive"] = all(h.proc_state(p) not in (None, "Z", "X")
+                               for p in [target.pid] + sibs)
+        obs["thread_problems"] = [c.thread_problems(p) for p in [target.pid] + sibs
+                                  if c.thread_problems(p)]
+        obs["found_in_the_pause"] = (f"process {target.pid}: 1 process(es) sharing its memory "
+                                     "found once it was stopped") in log
+        obs["log_tail"] = log.splitlines()[-30:]
+        x.kill_with_vfork_child(target)
+        if obs["found_in_the_pause"] or not obs["recycled"] or not obs["all_alive"]:
+            break
+    shutil.rmtree(x.dir, ignore_errors=True)
+    print(json.dumps(obs), flush=True)
+
+
 if __name__ == "__main__":
     scenarios = {"recycled-while-pinned": recycled_while_pinned,
                  "recycled-before-pin": recycled_before_pin,
                  "recycled-after-arrival": recycled_after_arrival,
-                 "recycled-within-a-tick": recycled_within_a_tick}
+                 "recycled-within-a-tick": recycled_within_a_tick,
+                 "sharer-on-a-recycled-pid": sharer_on_a_recycled_pid}
     scenarios[sys.argv[1]](Inside())
