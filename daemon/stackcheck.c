@@ -129,6 +129,11 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
 			   uint64_t *ret_pc)
 {
+	/*
+	 * Whole words only: a tail of a few bytes holds no address, and
+	 * reading it would advance lo by nothing, for ever.
+	 */
+	hi = lo + ((hi - lo) & ~(uint64_t)7);
 	while (lo < hi) {
 		size_t want = (size_t)(hi - lo);
 		struct iovec local, remote;
@@ -141,7 +146,7 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 		remote.iov_base = (void *)(uintptr_t)lo;
 		remote.iov_len = want;
 		n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
-		if (n <= 0)
+		if (n < (ssize_t)sizeof(uint64_t))
 			return -EFAULT;
 		*bytes += (uint64_t)n;
 		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), spans, nspans, ret_pc))

@@ -37,7 +37,7 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc);
 
 /*
- * The scan of tid's memory [lo, hi) (lo 8-aligned), read a chunk of
+ * The scan of tid's memory [lo, hi) (lo 8-aligned; a tail short of a word is left out), read a chunk of
  * chunk_words words at a time into chunk: 1 with *ret_pc on a hit, 0 when
  * no word points into a span, -EFAULT when the memory cannot be read.
  * *bytes grows by what was read.  on_chunk, unless NULL, sees each chunk

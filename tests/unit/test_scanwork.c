@@ -110,6 +110,10 @@ static void a_clean_range_is_read_whole(void **state)
 	job = scan_alone((uintptr_t)words + 3, (uintptr_t)(words + WORDS));
 	assert_int_equal(job.r, 0);
 	assert_int_equal(job.bytes, WORDS * sizeof(uint64_t));
+	/* A tail short of a word holds no address: left out, and the scan ends. */
+	job = scan_alone((uintptr_t)words, (uintptr_t)(words + 16) + 5);
+	assert_int_equal(job.r, 0);
+	assert_int_equal(job.bytes, 16 * sizeof(uint64_t));
 	free(words);
 }
 
