@@ -26,12 +26,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "log.h"
 #include "scanwork.h"
 
 #define CHUNK_WORDS 8192
 #define WAKE_AFTER 8   /* queued scans that wake the worker */
+#define BATCH_JOBS 16  /* scans read with one system call, at most */
+#define CHUNK_BYTES (CHUNK_WORDS * sizeof(uint64_t))
 
 struct scanwork_batch {
 	struct stackcheck_span spans[SCANWORK_MAX_SPANS];
@@ -63,21 +66,79 @@ static void scan(const struct scanwork_batch *b, struct scanwork_job *j, uint64_
 				      b->spans, b->nspans, NULL, NULL, &j->bytes, &j->pc);
 }
 
-/* Takes the batch's next job under the lock, scans it outside, stores it: false if none. */
+static size_t job_bytes(const struct scanwork_job *j)
+{
+	return (size_t)(j->hi - (j->lo & ~(uint64_t)7));
+}
+
+/*
+ * Several small scans with one read: a process_vm_readv() per stack cost
+ * about as much as the copy of its few live pages, and a pause holds
+ * hundreds of them.  Every job of a batch reads the one address space the
+ * attempt holds (the target's threads and the processes sharing its
+ * memory), so the first job's task serves for all.  The read stops at the
+ * first range it cannot read; that job and those after it are scanned
+ * alone, which says which one failed.
+ */
+static void scan_many(const struct scanwork_batch *b, struct scanwork_job *jobs, size_t k,
+		      uint64_t *chunk)
+{
+	struct iovec local = { .iov_base = chunk }, remote[BATCH_JOBS];
+	size_t off = 0, i;
+	ssize_t n;
+
+	for (i = 0; i < k; i++) {
+		remote[i].iov_base = (void *)(uintptr_t)(jobs[i].lo & ~(uint64_t)7);
+		remote[i].iov_len = job_bytes(&jobs[i]);
+		local.iov_len += remote[i].iov_len;
+	}
+	n = process_vm_readv(jobs[0].tid, &local, 1, remote, k, 0);
+	for (i = 0; i < k && n >= 0 && off + remote[i].iov_len <= (size_t)n; i++) {
+		const uint64_t *words = chunk + off / sizeof(uint64_t);
+
+		jobs[i].bytes = remote[i].iov_len;
+		jobs[i].r = stackcheck_scan_words(words, remote[i].iov_len / sizeof(uint64_t),
+						  b->spans, b->nspans, &jobs[i].pc) ? 1 : 0;
+		off += remote[i].iov_len;
+	}
+	for (; i < k; i++)
+		scan(b, &jobs[i], chunk);
+}
+
+/*
+ * Takes the batch's next jobs under the lock - as many small ones as fit
+ * one chunk, or one large one - scans them outside, stores them: false if
+ * none.
+ */
 static bool scan_next(struct scanwork_batch *b, uint64_t *chunk)
 {
-	struct scanwork_job job;
-	size_t i;
+	struct scanwork_job jobs[BATCH_JOBS];
+	size_t first = b->next, k = 0, bytes = 0;
 
-	if (b->next == b->n)
+	while (first + k < b->n && k < BATCH_JOBS) {
+		size_t len = job_bytes(&b->jobs[first + k]);
+		/* Large (read in chunks), or not whole words (the next would not be aligned). */
+		bool alone = len > CHUNK_BYTES || len % sizeof(uint64_t);
+
+		if (k > 0 && (alone || bytes + len > CHUNK_BYTES))
+			break;
+		bytes += len;
+		k++;
+		if (alone)
+			break;
+	}
+	if (k == 0)
 		return false;
-	i = b->next++;
-	job = b->jobs[i];
+	memcpy(jobs, &b->jobs[first], k * sizeof(*jobs));
+	b->next += k;
 	pthread_mutex_unlock(&lock);
-	scan(b, &job, chunk);
+	if (k == 1)
+		scan(b, &jobs[0], chunk);
+	else
+		scan_many(b, jobs, k, chunk);
 	pthread_mutex_lock(&lock);
-	b->jobs[i] = job;
-	b->done++;
+	memcpy(&b->jobs[first], jobs, k * sizeof(*jobs));
+	b->done += k;
 	return true;
 }
 

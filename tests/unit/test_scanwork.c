@@ -3,7 +3,9 @@
  * Unit tests for the scan worker (scanwork.c), scanning this process's
  * own memory: a word inside a span is found and named, a clean range is
  * read whole, an unreadable one is an error, verdicts come back in the
- * order submitted however many there are, and a batch given up while the
+ * order submitted however many there are (small ones read together, each
+ * keeping its own verdict, an unreadable one among them named alone), and
+ * a batch given up while the
  * worker is still on it is freed by the worker and never shared with the
  * next one.
  */
@@ -156,6 +158,53 @@ static void verdicts_come_back_in_order(void **state)
 	free(words);
 }
 
+static void small_scans_read_together_keep_their_own_verdicts(void **state)
+{
+	enum { JOBS = 100, JOB_WORDS = 64 };
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len = JOBS * JOB_WORDS * sizeof(uint64_t) + (size_t)page;
+	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *hole = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	const struct scanwork_job *jobs;
+	struct scanwork_batch *b;
+	size_t n;
+	(void)state;
+
+	assert_true(words != MAP_FAILED && hole != MAP_FAILED);
+	/* Neighbouring ranges, hits on their edges: a slice off by one job names the wrong one. */
+	words[7 * JOB_WORDS] = span.lo + 1;                      /* job 7's first word */
+	words[8 * JOB_WORDS - 1] = span.lo + 2;                  /* job 7's last word too */
+	words[40 * JOB_WORDS - 1] = span.lo + 4;                 /* job 39's last word */
+	words[41 * JOB_WORDS] = span.lo + 5;                     /* job 41's first word */
+	b = begin();
+	for (size_t i = 0; i < JOBS; i++) {
+		uintptr_t lo = (uintptr_t)(words + i * JOB_WORDS), hi = lo + JOB_WORDS * sizeof(uint64_t);
+
+		if (i == 20)
+			lo = (uintptr_t)hole, hi = lo + (uintptr_t)page;   /* unreadable, mid-run */
+		if (i == 60)
+			hi -= 3;                           /* not whole words: alone, the tail left out */
+		assert_true(scanwork_submit(b, getpid(), lo, hi));
+	}
+	finish(b);
+	jobs = scanwork_jobs(b, &n);
+	assert_int_equal(n, JOBS);
+	for (size_t i = 0; i < n; i++) {
+		int want = i == 20 ? -EFAULT : (i == 7 || i == 39 || i == 41);
+
+		assert_int_equal(jobs[i].tid, getpid());
+		assert_int_equal(jobs[i].r, want);
+		if (want == 0)
+			assert_int_equal(jobs[i].bytes, (i == 60 ? JOB_WORDS - 1 : JOB_WORDS) * sizeof(uint64_t));
+	}
+	assert_int_equal(jobs[7].pc, span.lo + 1);
+	assert_int_equal(jobs[39].pc, span.lo + 4);
+	assert_int_equal(jobs[41].pc, span.lo + 5);
+	scanwork_end(b);
+	munmap(words, len);
+	munmap(hole, (size_t)page);
+}
+
 static void an_abandoned_batch_is_finished_alone(void **state)
 {
 	size_t len = (size_t)64 << 20;
@@ -210,6 +259,7 @@ int main(void)
 		cmocka_unit_test(a_clean_range_is_read_whole),
 		cmocka_unit_test(an_unreadable_range_is_an_error),
 		cmocka_unit_test(verdicts_come_back_in_order),
+		cmocka_unit_test(small_scans_read_together_keep_their_own_verdicts),
 		cmocka_unit_test(an_abandoned_batch_is_finished_alone),
 		cmocka_unit_test(a_wait_ends_at_its_deadline),
 	};
