@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "pidalloc.h"
 #include "procfs.h"
 #include "vmindex.h"
@@ -74,6 +75,7 @@ struct vmshare_listing {
 
 /* The newest listing, for the next scan; held by a reference of its own. */
 static struct vmshare_listing *newest;
+static bool pids_unread_said;
 
 static void listing_put(struct vmshare_listing *l)
 {
@@ -95,6 +97,11 @@ static int listing_read(struct vmshare_listing **ret)
 	/* Before the listing: a task counted after this read may be missing from it. */
 	l->have_forks = procfs_read_forks(&l->forks) == 0;
 	pidalloc_read(&l->pids);
+	if (!l->pids.ok && !pids_unread_said) {
+		/* Said once: it costs time inside pauses, not safety. */
+		log_msg(LOG_NOTICE, "cannot read /proc/sys/kernel/ns_last_pid, pid_max or /proc/loadavg: the search for processes sharing a target's memory compares every process again inside the pause when tasks were created meanwhile");
+		pids_unread_said = true;
+	}
 	r = procfs_list_processes(&l->v, &l->n);
 	if (r < 0) {
 		free(l);
