@@ -7,7 +7,9 @@ forms and argument names, both ways; the same exit statuses and
 environment variables; the sections an administrator looks for; every
 btguard page a text refers to exists; and the journal MESSAGE_IDs of
 btguardd(8) are the ones daemon/log.c sends.  An option added to the
-program and not to its page (or the reverse) fails here.
+program and not to its page (or the reverse) fails here.  Also
+tests/README.md's table of planted bugs: every mutant of
+tests/mutants/mutants.py, with the tests that catch it.
 
 Only the texts are compared, so no root and no daemon are needed: both
 programs print --help before any privilege check.
@@ -155,3 +157,17 @@ def test_message_ids_match_the_daemon():
     for kind, mid in ids.items():
         assert re.search(rf"^\*{mid}\*\n\t{kind.lower()}: ", page, re.M), \
             f"btguardd(8) does not document MESSAGE_ID {mid} as '{kind.lower()}'"
+
+
+def test_tests_readme_lists_every_mutant():
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "mutants"))
+    from mutants import MUTANTS
+    readme = (REPO / "tests" / "README.md").read_text()
+    rows = {line.split(" | ")[0][2:]: line for line in readme.splitlines()
+            if line.startswith("| ") and " | " in line}
+    for name, _path, _edits, tests in MUTANTS:
+        assert name in rows, f"tests/README.md lacks the mutant {name!r}"
+        for t in tests:
+            assert (t if t != "unit" else "make unit") in rows[name], (name, t)
+    assert f"**{len(MUTANTS)} of {len(MUTANTS)} caught**" in readme
