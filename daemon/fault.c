@@ -29,6 +29,7 @@ static struct fault faults[] = {
 };
 static unsigned long hold_ms;
 static unsigned long seize_hold_nth, seize_hold_ms, seizes;
+static unsigned long interrupt_hold_nth, interrupt_hold_ms, interrupts;
 static bool parsed;
 static bool peek_flip;
 static bool no_kthread_line;
@@ -53,6 +54,10 @@ static void parse(void)
 			seize_hold_nth = strtoul(eq + 1, NULL, 10);
 		if (!strcmp(tok, "seize-hold-ms"))
 			seize_hold_ms = strtoul(eq + 1, NULL, 10);
+		if (!strcmp(tok, "interrupt-hold"))
+			interrupt_hold_nth = strtoul(eq + 1, NULL, 10);
+		if (!strcmp(tok, "interrupt-hold-ms"))
+			interrupt_hold_ms = strtoul(eq + 1, NULL, 10);
 		if (!strcmp(tok, "no-kthread-line"))
 			no_kthread_line = strtoul(eq + 1, NULL, 10) != 0;
 		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
@@ -78,6 +83,11 @@ int fault_before_ptrace(int request)
 		fprintf(stderr, "btguardd: fault: holding before seize #%lu for %lu ms\n", seizes,
 			seize_hold_ms);
 		sleep_ms(seize_hold_ms);
+	}
+	if (request == PTRACE_INTERRUPT && ++interrupts == interrupt_hold_nth) {
+		fprintf(stderr, "btguardd: fault: holding before interrupt #%lu for %lu ms\n", interrupts,
+			interrupt_hold_ms);
+		sleep_ms(interrupt_hold_ms);
 	}
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
 		struct fault *f = &faults[i];

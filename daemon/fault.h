@@ -15,6 +15,10 @@
  *   seize-hold=N, seize-hold-ms=M
  *                  the daemon sleeps M ms before its Nth PTRACE_SEIZE (the
  *                  earlier ones done): a window for the target to exec
+ *   interrupt-hold=N, interrupt-hold-ms=M
+ *                  the daemon sleeps M ms before its Nth PTRACE_INTERRUPT: that
+ *                  thread is seized and not yet told to stop, a window for it
+ *                  to take a signal (a signal-delivery-stop)
  *   no-kthread-line=1
  *                  status files read as if the kernel wrote no "Kthread:"
  *                  line (older kernels do not write it): the kernel-thread

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, guard_during_seize_hold,
-                      guard_ok, start, thread_problems, victim_path, wait_threads_running)
+from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, guard_during_hold,
+                      guard_during_seize_hold, guard_ok, start, thread_problems, victim_path, wait_threads_running)
 from test_ptrace_faults import faulty_daemon
 
 HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")
@@ -170,6 +170,28 @@ def test_signals_racing_the_stop_are_not_lost(daemon, victim):
         assert got < sent, f"{got} deliveries of {sent} signals"
         assert time.monotonic() < deadline, f"{sent - got} of {sent} signals lost"
         time.sleep(0.05)
+    v.assert_alive()
+
+
+def test_a_signal_taken_between_seize_and_interrupt_is_delivered(victim):
+    """The same race made certain: the fault build holds the daemon after
+    the first thread's PTRACE_SEIZE and before its PTRACE_INTERRUPT, and a
+    real-time signal sent to the process then goes to that thread (the main
+    one, seized first: the lowest TID), which is traced and running, so it
+    stops in a signal-delivery-stop.  The daemon must deliver the signal when
+    it lets the thread go: the victim counts it exactly once."""
+    v = victim("sigcount", 2, stdin=True)
+    assert report_counts(v)["rt"] == 0
+    res, log = guard_during_hold(v.pid, "interrupt-hold=1,interrupt-hold-ms=150",
+                                 "holding before interrupt #1",
+                                 lambda: os.kill(v.pid, signal.SIGRTMIN + 1))
+    assert res["ok"] and res["state"] == "guarded", res
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while (got := report_counts(v)["rt"]) != 1:
+        assert got == 0, f"{got} deliveries of one signal"
+        assert time.monotonic() < deadline, f"the signal was lost:\n{log[-3000:]}"
+        time.sleep(0.05)
+    assert thread_problems(v.pid) == []
     v.assert_alive()
 
 

@@ -160,20 +160,19 @@ def running_daemon(**kw):
     check_daemon_exit(rc, log)
 
 
-def guard_during_seize_hold(pid, nth, during):
-    """Guards pid with the fault build (daemon/fault.c) holding the daemon
-    150 ms before its nth PTRACE_SEIZE - inside an attempt's 250 ms stop
-    bound - and calls during() in that hold.  Returns the guard's result
-    (JSON) and the daemon's log."""
-    with running_daemon(binary=FAULTS_BTGUARDD,
-                        env={"BTGUARD_FAULTS": f"seize-hold={nth},seize-hold-ms=150"}) as d:
+def guard_during_hold(pid, faults, marker, during):
+    """Guards pid with the fault build (daemon/fault.c) given these faults,
+    which hold the daemon somewhere inside an attempt, and calls during()
+    once the daemon's log says `marker` (the hold began).  Returns the
+    guard's result (JSON) and the daemon's log."""
+    with running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": faults}) as d:
         answer = {}
         t = threading.Thread(target=lambda: answer.update(
             r=d.ctl("--deadline", 10000, "guard", pid, check=None, timeout=60)))
         t.start()
         try:
             end = time.monotonic() + 20
-            while f"holding before seize #{nth}" not in d.log():
+            while marker not in d.log():
                 assert time.monotonic() < end, d.log()[-3000:]
                 time.sleep(0.002)
             during()
@@ -182,6 +181,13 @@ def guard_during_seize_hold(pid, nth, during):
         log = d.log()
     [res] = answer["r"].results
     return res, log
+
+
+def guard_during_seize_hold(pid, nth, during):
+    """guard_during_hold() with the daemon held 150 ms before its nth
+    PTRACE_SEIZE - inside an attempt's 250 ms stop bound."""
+    return guard_during_hold(pid, f"seize-hold={nth},seize-hold-ms=150",
+                             f"holding before seize #{nth}", during)
 
 
 DEADLINE_MS = 10000             # generous: the CI machine is small and noisy
