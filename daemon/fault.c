@@ -27,9 +27,18 @@ static struct fault faults[] = {
 	{ "seize", PTRACE_SEIZE, 0, 0 },
 	{ "detach", PTRACE_DETACH, 0, 0 },
 };
+/* NAME-hold=N, NAME-hold-ms=M: a sleep before the Nth request of the kind. */
+struct hold {
+	const char *name;
+	int request;
+	unsigned long nth, ms, seen;
+};
+
+static struct hold holds[] = {
+	{ "seize", PTRACE_SEIZE, 0, 0, 0 },
+	{ "interrupt", PTRACE_INTERRUPT, 0, 0, 0 },
+};
 static unsigned long hold_ms;
-static unsigned long seize_hold_nth, seize_hold_ms, seizes;
-static unsigned long interrupt_hold_nth, interrupt_hold_ms, interrupts;
 static bool parsed;
 static bool peek_flip;
 static bool no_kthread_line;
@@ -50,14 +59,16 @@ static void parse(void)
 		*eq = '\0';
 		if (!strcmp(tok, "hold-ms"))
 			hold_ms = strtoul(eq + 1, NULL, 10);
-		if (!strcmp(tok, "seize-hold"))
-			seize_hold_nth = strtoul(eq + 1, NULL, 10);
-		if (!strcmp(tok, "seize-hold-ms"))
-			seize_hold_ms = strtoul(eq + 1, NULL, 10);
-		if (!strcmp(tok, "interrupt-hold"))
-			interrupt_hold_nth = strtoul(eq + 1, NULL, 10);
-		if (!strcmp(tok, "interrupt-hold-ms"))
-			interrupt_hold_ms = strtoul(eq + 1, NULL, 10);
+		for (size_t i = 0; i < sizeof(holds) / sizeof(holds[0]); i++) {
+			size_t n = strlen(holds[i].name);
+
+			if (strncmp(tok, holds[i].name, n))
+				continue;
+			if (!strcmp(tok + n, "-hold"))
+				holds[i].nth = strtoul(eq + 1, NULL, 10);
+			if (!strcmp(tok + n, "-hold-ms"))
+				holds[i].ms = strtoul(eq + 1, NULL, 10);
+		}
 		if (!strcmp(tok, "no-kthread-line"))
 			no_kthread_line = strtoul(eq + 1, NULL, 10) != 0;
 		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
@@ -79,15 +90,14 @@ int fault_before_ptrace(int request)
 {
 	if (!parsed)
 		parse();
-	if (request == PTRACE_SEIZE && ++seizes == seize_hold_nth) {
-		fprintf(stderr, "btguardd: fault: holding before seize #%lu for %lu ms\n", seizes,
-			seize_hold_ms);
-		sleep_ms(seize_hold_ms);
-	}
-	if (request == PTRACE_INTERRUPT && ++interrupts == interrupt_hold_nth) {
-		fprintf(stderr, "btguardd: fault: holding before interrupt #%lu for %lu ms\n", interrupts,
-			interrupt_hold_ms);
-		sleep_ms(interrupt_hold_ms);
+	for (size_t i = 0; i < sizeof(holds) / sizeof(holds[0]); i++) {
+		struct hold *h = &holds[i];
+
+		if (h->request != request || ++h->seen != h->nth)
+			continue;
+		fprintf(stderr, "btguardd: fault: holding before %s #%lu for %lu ms\n", h->name, h->seen,
+			h->ms);
+		sleep_ms(h->ms);
 	}
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
 		struct fault *f = &faults[i];

@@ -42,24 +42,6 @@
  */
 #define ORPHAN_ID_SLACK 4096u
 
-/* A decimal number, then at most a newline; the rest of the buffer must be empty. */
-static int parse_number(const char *p, const char *end, const char **ret_end, uint64_t *ret)
-{
-	uint64_t v = 0;
-	const char *start = p;
-
-	for (; p < end && *p >= '0' && *p <= '9'; p++) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return -EBADMSG;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	if (p == start)
-		return -EBADMSG;
-	*ret_end = p;
-	*ret = v;
-	return 0;
-}
-
 static int read_number(const char *path, uint64_t *ret)
 {
 	const char *end;
@@ -69,7 +51,8 @@ static int read_number(const char *path, uint64_t *ret)
 
 	if (r < 0)
 		return r;
-	r = parse_number(buf, buf + len, &end, ret);
+	/* A number, then at most a newline. */
+	r = procfs_parse_u64(buf, buf + len, &end, ret);
 	if (r == 0 && !(end == buf + len || (end + 1 == buf + len && *end == '\n')))
 		r = -EBADMSG;
 	free(buf);
@@ -81,7 +64,7 @@ int pidalloc_parse_loadavg_tasks(const char *buf, size_t len, uint64_t *ret)
 	const char *slash = memchr(buf, '/', len), *end;
 	uint64_t v;
 
-	if (!slash || parse_number(slash + 1, buf + len, &end, &v) < 0 ||
+	if (!slash || procfs_parse_u64(slash + 1, buf + len, &end, &v) < 0 ||
 	    end == buf + len || *end != ' ')
 		return -EBADMSG;
 	*ret = v;

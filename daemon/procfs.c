@@ -785,6 +785,23 @@ int procfs_list_processes(pid_t **ret, size_t *ret_n)
 	return list_pid_dir("/proc", ret, ret_n);
 }
 
+int procfs_parse_u64(const char *p, const char *end, const char **ret_end, uint64_t *ret)
+{
+	const char *start = p;
+	uint64_t v = 0;
+
+	for (; p < end && *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -EBADMSG;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (p == start)
+		return -EBADMSG;
+	*ret_end = p;
+	*ret = v;
+	return 0;
+}
+
 int procfs_parse_forks_buf(const char *buf, size_t len, uint64_t *ret)
 {
 	static const char key[] = "processes ";
@@ -795,17 +812,10 @@ int procfs_parse_forks_buf(const char *buf, size_t len, uint64_t *ret)
 		const char *eol = nl ? nl : end;
 
 		if ((size_t)(eol - line) > sizeof(key) - 1 && !memcmp(line, key, sizeof(key) - 1)) {
-			uint64_t v = 0;
-			const char *p = line + sizeof(key) - 1;
+			const char *p;
 
-			for (; p < eol && *p >= '0' && *p <= '9'; p++) {
-				if (v > (UINT64_MAX - 9) / 10)
-					return -EBADMSG;
-				v = v * 10 + (uint64_t)(*p - '0');
-			}
-			if (p == line + sizeof(key) - 1 || p != eol)
+			if (procfs_parse_u64(line + sizeof(key) - 1, eol, &p, ret) < 0 || p != eol)
 				return -EBADMSG;
-			*ret = v;
 			return 0;
 		}
 		line = eol + 1;

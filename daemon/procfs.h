@@ -135,6 +135,12 @@ bool procfs_listing_find(const pid_t *v, size_t n, pid_t pid, size_t *ret_at);
  * appeared since.  The parser is pure, for the unit tests.
  */
 int procfs_read_forks(uint64_t *ret);
+
+/*
+ * A decimal number at p (before end), *ret_end just after it: -EBADMSG
+ * when there is no digit or it overflows.  Pure.
+ */
+int procfs_parse_u64(const char *p, const char *end, const char **ret_end, uint64_t *ret);
 int procfs_parse_forks_buf(const char *buf, size_t len, uint64_t *ret);
 
 /*

@@ -133,7 +133,8 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 	 * Whole words only: a tail of a few bytes holds no address, and
 	 * reading it would advance lo by nothing, for ever.
 	 */
-	hi = lo + ((hi - lo) & ~(uint64_t)7);
+	if (hi > lo)
+		hi -= (hi - lo) & 7;
 	while (lo < hi) {
 		size_t want = (size_t)(hi - lo);
 		struct iovec local, remote;

@@ -58,42 +58,36 @@ static void objects_are_the_distinct_files_in_map_order(void **state)
 
 static void loader_done_only_once_the_cache_is_gone(void **state)
 {
-	/* The loader's stages: the executable alone; the cache mapped; libc
-	 * mapped beside the cache (a preloaded c10 before it); done. */
-	static const char *const started[] = { EXE, LDSO, "[stack]" };
-	static const char *const cache[] = { EXE, CACHE, LDSO, "[stack]" };
-	static const char *const libc_too[] = { EXE, C10, LIBC, CACHE, LDSO, "[stack]" };
-	static const char *const done[] = { EXE, C10, LIBC, LDSO, "[stack]" };
-	/* A container's paths, as the host's reader sees them. */
-	static const char *const other_root[] = { "/var/lib/c/rootfs/usr/bin/x",
-						  "/var/lib/c/rootfs/lib/libc.so.6",
-						  "/var/lib/c/rootfs/etc/ld.so.cache" };
-	/* A static program: no libc.so, never done; the look gives up waiting. */
-	static const char *const static_exe[] = { EXE, "[heap]", "[stack]" };
+	static const struct {
+		const char *what;
+		const char *paths[6];
+		bool done;
+	} stages[] = {
+		{ "the executable alone", { EXE, LDSO, "[stack]" }, false },
+		{ "the cache mapped", { EXE, CACHE, LDSO, "[stack]" }, false },
+		{ "libc beside the cache (c10 preloaded)", { EXE, C10, LIBC, CACHE, LDSO, "[stack]" }, false },
+		{ "the cache gone", { EXE, C10, LIBC, LDSO, "[stack]" }, true },
+		/* A container's paths, as the host's reader sees them. */
+		{ "another root, its cache mapped", { "/var/lib/c/rootfs/usr/bin/x",
+			"/var/lib/c/rootfs/lib/libc.so.6", "/var/lib/c/rootfs/etc/ld.so.cache" }, false },
+		{ "another root, done", { "/var/lib/c/rootfs/usr/bin/x",
+			"/var/lib/c/rootfs/lib/libc.so.6" }, true },
+		/* No libc.so: never done, the look gives up waiting. */
+		{ "a static program", { EXE, "[heap]", "[stack]" }, false },
+	};
 	struct facts f;
 
 	(void)state;
-	objects_of(&f, started, 3);
-	assert_false(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, cache, 4);
-	assert_false(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, libc_too, 6);
-	assert_false(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, done, 5);
-	assert_true(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, other_root, 3);
-	assert_false(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, other_root, 2);
-	assert_true(facts_loader_done(&f));
-	facts_free(&f);
-	objects_of(&f, static_exe, 3);
-	assert_false(facts_loader_done(&f));
-	facts_free(&f);
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+		size_t n = 0;
+
+		while (n < 6 && stages[i].paths[n])
+			n++;
+		objects_of(&f, stages[i].paths, n);
+		if (facts_loader_done(&f) != stages[i].done)
+			fail_msg("%s: loader_done should be %d", stages[i].what, stages[i].done);
+		facts_free(&f);
+	}
 	/* No objects read at all. */
 	memset(&f, 0, sizeof(f));
 	assert_false(facts_loader_done(&f));

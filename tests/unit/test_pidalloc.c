@@ -26,41 +26,42 @@ static struct pidalloc_mark mark(uint64_t last, uint64_t max, uint64_t tasks)
 	return (struct pidalloc_mark){ .ok = true, .last = last, .max = max, .tasks = tasks };
 }
 
-static void window_between_the_two_cursors(void **state)
+/* The window between marks a and b, created tasks apart: not every PID, and these in it or not. */
+static void assert_window(struct pidalloc_mark a, struct pidalloc_mark b, uint64_t created,
+			  const pid_t *in, size_t nin, const pid_t *out, size_t nout)
 {
-	struct pidalloc_mark a = mark(1000, 32768, 300), b = mark(1010, 32768, 305);
 	struct pidalloc_window w;
 
-	(void)state;
-	pidalloc_window(&a, &b, 10, &w);
+	pidalloc_window(&a, &b, created, &w);
 	assert_false(w.all);
-	assert_false(pidalloc_in_window(&w, 1000));   /* handed out before the first mark */
-	assert_true(pidalloc_in_window(&w, 1001));
-	assert_true(pidalloc_in_window(&w, 1010));
-	assert_false(pidalloc_in_window(&w, 1011));
-	assert_false(pidalloc_in_window(&w, 500));
+	for (size_t i = 0; i < nin; i++)
+		if (!pidalloc_in_window(&w, in[i]))
+			fail_msg("PID %d should be in the window", (int)in[i]);
+	for (size_t i = 0; i < nout; i++)
+		if (pidalloc_in_window(&w, out[i]))
+			fail_msg("PID %d should not be in the window", (int)out[i]);
+}
+
+#define N(v) (sizeof(v) / sizeof((v)[0]))
+
+static void window_between_the_two_cursors(void **state)
+{
+	/* 1000 was handed out before the first mark. */
+	static const pid_t in[] = { 1001, 1010 }, out[] = { 1000, 1011, 500 };
 	/* Nothing handed out: an empty window. */
-	pidalloc_window(&a, &a, 3, &w);
-	assert_false(w.all);
-	assert_false(pidalloc_in_window(&w, 1000));
-	assert_false(pidalloc_in_window(&w, 1001));
+	static const pid_t none[] = { 1000, 1001 };
+
+	(void)state;
+	assert_window(mark(1000, 32768, 300), mark(1010, 32768, 305), 10, in, N(in), out, N(out));
+	assert_window(mark(1000, 32768, 300), mark(1000, 32768, 300), 3, NULL, 0, none, N(none));
 }
 
 static void window_round_past_pid_max(void **state)
 {
-	struct pidalloc_mark a = mark(32700, 32768, 300), b = mark(320, 32768, 300);
-	struct pidalloc_window w;
+	static const pid_t in[] = { 32701, 32767, 300, 320 }, out[] = { 321, 32700, 16000 };
 
 	(void)state;
-	pidalloc_window(&a, &b, 100, &w);
-	assert_false(w.all);
-	assert_true(pidalloc_in_window(&w, 32701));
-	assert_true(pidalloc_in_window(&w, 32767));
-	assert_true(pidalloc_in_window(&w, 300));
-	assert_true(pidalloc_in_window(&w, 320));
-	assert_false(pidalloc_in_window(&w, 321));
-	assert_false(pidalloc_in_window(&w, 32700));
-	assert_false(pidalloc_in_window(&w, 16000));
+	assert_window(mark(32700, 32768, 300), mark(320, 32768, 300), 100, in, N(in), out, N(out));
 }
 
 static void every_pid_when_a_whole_round_is_possible(void **state)
