@@ -552,10 +552,17 @@ out_resume:
 	r2 = ptrace_resume_all(&w);
 	stackcheck_defer_end(a->sc);
 	a->pause_us = ptrace_world_pause_us(&w);
-	if (w.all_stopped.tv_sec)
+	if (w.all_stopped.tv_sec) {
 		log_msg(LOG_DEBUG, "process %d: every task stopped from %lld.%09ld to %lld.%09ld (CLOCK_MONOTONIC)",
 			a->pid, (long long)w.all_stopped.tv_sec, w.all_stopped.tv_nsec,
 			(long long)w.first_resume.tv_sec, w.first_resume.tv_nsec);
+		/* Where the pause went (bench/ab reads it): the figures to compare with ptfloor's. */
+		log_msg(LOG_DEBUG, "process %d: paused %" PRIu64 " us: seizing %" PRIu64 ", stopping and checking %" PRIu64 ", held %" PRIu64 ", detaching %" PRIu64,
+			a->pid, a->pause_us, timespec_diff_us(&w.first_stop, &w.seized),
+			timespec_diff_us(&w.seized, &w.all_stopped),
+			timespec_diff_us(&w.all_stopped, &w.first_resume),
+			timespec_diff_us(&w.first_resume, &w.last_resume));
+	}
 	if (w.detach_failed_tid)
 		log_msg(LOG_NOTICE, "process %d: detaching thread %d failed (%s); retried%s", a->pid,
 			w.detach_failed_tid, strerror(-w.detach_failed_err),

@@ -747,6 +747,8 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 		r = seize_new_threads(w, &added, why, why_len);
 		if (r < 0)
 			goto out_resume;
+		if (!w->seized.tv_sec && !w->seized.tv_nsec)
+			clock_gettime(CLOCK_MONOTONIC, &w->seized);
 		wait_for_stops(w, deadline);
 		if (w->exec_seen) {
 			snprintf(why, why_len, "process %d called execve() while being stopped", w->pid);

@@ -76,9 +76,10 @@ struct ptrace_world {
 	struct ptrace_on_stop on_stop;   /* fn NULL: none */
 	int on_stop_err;         /* what the hook returned, ending the stop */
 	pid_t exec_sharer;       /* a process sharing the memory that exec'd (it left) */
-	/* CLOCK_MONOTONIC: the first stop request, the moment every task was
-	 * stopped (last), the first and the last detach. */
-	struct timespec first_stop, all_stopped, first_resume, last_resume;
+	/* CLOCK_MONOTONIC: the first stop request, the end of the first pass
+	 * of seizes, the moment every task was stopped (last), the first and
+	 * the last detach. */
+	struct timespec first_stop, seized, all_stopped, first_resume, last_resume;
 	pid_t detach_failed_tid;  /* the first task whose detach failed (then retried), or 0 */
 	int detach_failed_err;    /* and why */
 	bool open;               /* stopped (or being stopped), not yet resumed */

@@ -22,6 +22,8 @@ from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, guard_
 from test_ptrace_faults import faulty_daemon
 
 HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")
+PHASES = re.compile(r"process (\d+): paused (\d+) us: seizing (\d+), stopping and checking (\d+), "
+                    r"held (\d+), detaching (\d+)")
 
 
 def held_windows(log, pid):
@@ -81,6 +83,27 @@ def test_every_task_is_stopped_while_held(victim, sibling):
     assert not bad, "\n".join(bad)
     v.assert_alive()
     wait_threads_running(v.pid)
+
+
+def test_the_pause_is_logged_by_phase(victim):
+    """The debug log splits each pause into its phases (bench/ab sets them
+    beside ptfloor's): they add up to the pause the reply carries, and the
+    fault seam's 20 ms hold, which comes once every task has stopped, lands
+    in the held phase and nowhere else."""
+    v = victim("idle", 4)
+    with faulty_daemon("hold-ms=20") as daemon:
+        with Wire(daemon.socket) as w:
+            replies = [w.request(action, [v.pid], deadline_ms=5000)[0]
+                       for action in (ACTION_GUARD, ACTION_UNGUARD)]
+        log = daemon.log()
+    assert all(r.error == 0 for r in replies), replies
+    phases = [tuple(map(int, m.groups()[1:])) for m in PHASES.finditer(log)
+              if int(m.group(1)) == v.pid]
+    assert [p[0] for p in phases] == [r.pause_us for r in replies], (phases, replies)
+    for pause, seizing, stopping, held, detaching in phases:
+        # Each phase is rounded down to a microsecond on its own.
+        assert 0 <= pause - (seizing + stopping + held + detaching) <= 4, phases
+        assert held >= 20000 and seizing + stopping + detaching < 20000, phases
 
 
 def test_a_thread_born_while_the_daemon_seizes_is_held(victim):
