@@ -70,7 +70,7 @@ VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
-        unit integration asan faults victims demo bench fuzz cross-aarch64 check-aarch64 check-deploy agent-image
+        unit integration asan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -220,14 +220,17 @@ demo: check-deps
 # 10,000 processes, guard by selector of 1,000).  About a minute; BENCH_ARGS=--quick for a smoke run.
 # gdb (from tests/install-deps) is only the comparison.
 bench: check-deps
-	$(MAKE) all
+	$(MAKE) all bench-tools
+	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/node --build $(BUILD) $(filter --quick,$(BENCH_ARGS))
+
+# The victims and floors the benchmarks run (bench/ab's too, for A/B runs by hand).
+bench-tools:
 	@mkdir -p $(BUILD)/bench
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/heartbeat bench/heartbeat.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/procfloor bench/procfloor.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/spawn bench/spawn.c
-	/usr/bin/python3 bench/run --build $(BUILD) $(BENCH_ARGS)
-	/usr/bin/python3 bench/node --build $(BUILD) $(filter --quick,$(BENCH_ARGS))
 
 install: all man
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd

@@ -2,7 +2,7 @@
 /*
  * ptfloor: the plain-ptrace floor the benchmark compares btguardd with.
  *
- * Usage: ptfloor PID...
+ * Usage: ptfloor [--phases] PID...
  *
  * Stops every thread of PID the plainest correct way (PTRACE_SEIZE +
  * PTRACE_INTERRUPT per thread, then waitpid for each stop) and lets them
@@ -14,6 +14,9 @@
  * The benchmark measures the same window from inside the target too.
  * Several PIDs are done one after the other, a line each, in one process:
  * a fleet's floor without the cost of starting a program per process.
+ * --phases adds three figures to each line, in microseconds: seizing (the
+ * SEIZE + INTERRUPT loop), stopping (the waits) and detaching, to set
+ * beside the phases btguardd logs at debug level (bench/ab).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,12 +55,15 @@ static int list_tids(int pid, int *tids, int cap)
 	return n;
 }
 
-/* Stops and releases every thread of pid: the microseconds it took, or -1. */
-static double stop_and_release(int pid)
+/*
+ * Stops and releases every thread of pid: the microseconds it took, or -1;
+ * phase[0..2] the seizing, the stopping and the detaching.
+ */
+static double stop_and_release(int pid, double phase[3])
 {
 	static int tids[MAX_TIDS];
 	int n, seized = 0, rc = 0;
-	double t0, t1;
+	double t0, t1, ta, tb;
 
 	n = list_tids(pid, tids, MAX_TIDS);
 	if (n <= 0) {
@@ -73,6 +79,7 @@ static double stop_and_release(int pid)
 			break;
 		}
 	}
+	ta = now_us();
 	for (int i = 0; i < seized; i++) {
 		int st;
 
@@ -81,32 +88,42 @@ static double stop_and_release(int pid)
 			rc = -1;
 		}
 	}
+	tb = now_us();
 	for (int i = 0; i < seized; i++)
 		if (ptrace(PTRACE_DETACH, tids[i], 0, 0) < 0)
 			rc = -1;
 	t1 = now_us();
+	phase[0] = ta - t0;
+	phase[1] = tb - ta;
+	phase[2] = t1 - tb;
 	return rc < 0 ? -1 : t1 - t0;
+}
+
+static int usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [--phases] PID...\n", argv0);
+	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	int rc = 0;
+	int rc = 0, first = 1, phases = 0;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s PID...\n", argv[0]);
-		return 2;
-	}
-	for (int i = 1; i < argc; i++) {
+	if (argc > 1 && strcmp(argv[1], "--phases") == 0)
+		phases = first = 2;
+	if (argc <= first)
+		return usage(argv[0]);
+	for (int i = first; i < argc; i++) {
 		int pid = atoi(argv[i]);
-		double us;
+		double us, phase[3];
 
-		if (pid <= 0) {
-			fprintf(stderr, "usage: %s PID...\n", argv[0]);
-			return 2;
-		}
-		us = stop_and_release(pid);
+		if (pid <= 0)
+			return usage(argv[0]);
+		us = stop_and_release(pid, phase);
 		if (us < 0)
 			rc = 1;
+		else if (phases)
+			printf("%.0f %.0f %.0f %.0f\n", us, phase[0], phase[1], phase[2]);
 		else
 			printf("%.0f\n", us);
 	}
