@@ -46,6 +46,12 @@ ALL_CFLAGS := $(filter-out -D_FORTIFY_SOURCE=2,$(ALL_CFLAGS)) -U_FORTIFY_SOURCE 
 ALL_LDFLAGS += -fsanitize=address,undefined
 endif
 
+ifeq ($(SANITIZE),thread)
+ALL_CFLAGS := $(filter-out -D_FORTIFY_SOURCE=2,$(ALL_CFLAGS)) -U_FORTIFY_SOURCE \
+              -O1 -fsanitize=thread -fno-omit-frame-pointer
+ALL_LDFLAGS += -fsanitize=thread
+endif
+
 ifeq ($(FAULTS),1)
 ALL_CFLAGS += -DBTGUARD_FAULTS
 endif
@@ -70,7 +76,7 @@ VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
-        unit integration asan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
+        unit integration asan tsan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
@@ -138,6 +144,14 @@ unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN)
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
 
+# The tests of code shared between threads without a lock (scanwork.c's
+# queue), under ThreadSanitizer: a report fails them.
+TSAN_TESTS := test_scanwork
+tsan:
+	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread $(addprefix $(BUILD)/tsan/tests/,$(TSAN_TESTS))
+	@set -e; for t in $(TSAN_TESTS); do echo "== $(BUILD)/tsan/tests/$$t (ThreadSanitizer)"; \
+	    TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/$$t; done
+
 # The daemon with fault injection, for tests/integration/test_ptrace_faults.py only.
 faults:
 	$(MAKE) BUILD=$(BUILD)/faults FAULTS=1 $(BUILD)/faults/btguardd
@@ -147,6 +161,7 @@ check: check-deps
 	$(MAKE) all man victims unit faults
 	$(MAKE) asan
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 unit
+	$(MAKE) tsan
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \

@@ -36,24 +36,27 @@ struct scanwork_batch;
 #define SCANWORK_MAX_SPANS 16
 
 /*
- * A batch of scans against spans (copied), room for cap at first.  -EAGAIN when the
- * worker is still on an earlier batch (or could not be started): scan on
- * your own.  -ENOMEM.
+ * A batch of scans against spans (copied).  -EAGAIN when the worker is
+ * still on an earlier batch (or could not be started): scan on your own.
+ * -ENOMEM.
  */
-int scanwork_begin(const struct stackcheck_span *spans, size_t nspans, size_t cap,
-		   struct scanwork_batch **ret);
+int scanwork_begin(const struct stackcheck_span *spans, size_t nspans, struct scanwork_batch **ret);
 
-/* Queues a scan; false when out of memory (scan it yourself). */
+/*
+ * Queues a scan; false when out of memory or the batch is full (16,384
+ * scans): scan it yourself.  Takes no lock: the worker never holds it up.
+ */
 bool scanwork_submit(struct scanwork_batch *b, pid_t tid, uint64_t lo, uint64_t hi);
 
 /*
  * Waits until every queued scan is done, or the deadline: 0 or -ETIMEDOUT.
  * Until the deadline the caller scans too, taking the jobs the worker has
- * not started.  Then scanwork_jobs() holds the verdicts, in the order
- * submitted.
+ * not started.  Then scanwork_job() gives the verdicts, by the order
+ * submitted (0 to scanwork_count() - 1).
  */
 int scanwork_wait(struct scanwork_batch *b, const struct timespec *deadline);
-const struct scanwork_job *scanwork_jobs(const struct scanwork_batch *b, size_t *ret_n);
+size_t scanwork_count(const struct scanwork_batch *b);
+const struct scanwork_job *scanwork_job(const struct scanwork_batch *b, size_t i);
 
 /* The caller is done with b (it may not be: the worker frees it then). */
 void scanwork_end(struct scanwork_batch *b);

@@ -625,7 +625,7 @@ static bool defer_scan(struct stackcheck *sc, pid_t tid, uint64_t sp)
 		sc->inline_left--;
 		return false;
 	}
-	if (!sc->batch && scanwork_begin(sc->defer_spans, sc->defer_nspans, 256, &sc->batch) < 0) {
+	if (!sc->batch && scanwork_begin(sc->defer_spans, sc->defer_nspans, &sc->batch) < 0) {
 		sc->batch = NULL;
 		sc->batch_refused = true;
 		return false;
@@ -648,7 +648,6 @@ void stackcheck_defer_begin(struct stackcheck *sc, const struct stackcheck_span 
 int stackcheck_collect(struct stackcheck *sc, const struct timespec *deadline,
 		       struct stackcheck_hit *hit)
 {
-	const struct scanwork_job *jobs;
 	size_t n;
 
 	memset(hit, 0, sizeof(*hit));
@@ -656,19 +655,21 @@ int stackcheck_collect(struct stackcheck *sc, const struct timespec *deadline,
 		return 0;
 	if (scanwork_wait(sc->batch, deadline) < 0)
 		return -ETIMEDOUT;
-	jobs = scanwork_jobs(sc->batch, &n);
+	n = scanwork_count(sc->batch);
 	for (size_t i = 0; i < n; i++)
-		sc->scan_bytes += jobs[i].bytes;
+		sc->scan_bytes += scanwork_job(sc->batch, i)->bytes;
 	for (size_t i = 0; i < n; i++) {
-		hit->tid = jobs[i].tid;
-		if (jobs[i].r == 1) {
-			hit->pc = jobs[i].pc;
+		const struct scanwork_job *j = scanwork_job(sc->batch, i);
+
+		hit->tid = j->tid;
+		if (j->r == 1) {
+			hit->pc = j->pc;
 			hit->frame = -1;
 			hit->by_scan = true;
 			return -BTG_ERR_BUSY;
 		}
-		if (jobs[i].r < 0)
-			return jobs[i].r;
+		if (j->r < 0)
+			return j->r;
 	}
 	hit->tid = 0;
 	return 0;

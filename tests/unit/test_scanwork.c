@@ -46,7 +46,7 @@ static struct scanwork_batch *begin(void)
 	/* An earlier test's abandoned batch may still be on the worker. */
 	in_ms(&end, 10000);
 	for (;;) {
-		int r = scanwork_begin(&span, 1, 1, &b);
+		int r = scanwork_begin(&span, 1, &b);
 		struct timespec now;
 
 		if (r == 0)
@@ -70,15 +70,12 @@ static void finish(struct scanwork_batch *b)
 static struct scanwork_job scan_alone(uintptr_t lo, uintptr_t hi)
 {
 	struct scanwork_batch *b = begin();
-	const struct scanwork_job *jobs;
 	struct scanwork_job job;
-	size_t n;
 
 	assert_true(scanwork_submit(b, getpid(), lo, hi));
 	finish(b);
-	jobs = scanwork_jobs(b, &n);
-	assert_int_equal(n, 1);
-	job = jobs[0];
+	assert_int_equal(scanwork_count(b), 1);
+	job = *scanwork_job(b, 0);
 	scanwork_end(b);
 	return job;
 }
@@ -133,14 +130,13 @@ static void an_unreadable_range_is_an_error(void **state)
 static void verdicts_come_back_in_order(void **state)
 {
 	uint64_t *words = calloc(WORDS, sizeof(*words));
-	const struct scanwork_job *jobs;
 	struct scanwork_batch *b;
 	size_t n;
 	(void)state;
 
 	assert_non_null(words);
 	words[WORDS - 1] = span.lo + 1;
-	b = begin();   /* room for 1: the batch grows */
+	b = begin();   /* more than a block of jobs: the batch grows */
 	for (size_t i = 0; i < 300; i++) {
 		/* Every third range reaches the word at the end. */
 		uintptr_t hi = (uintptr_t)(words + (i % 3 == 0 ? WORDS : WORDS - 1));
@@ -148,11 +144,11 @@ static void verdicts_come_back_in_order(void **state)
 		assert_true(scanwork_submit(b, getpid(), (uintptr_t)(words + i), hi));
 	}
 	finish(b);
-	jobs = scanwork_jobs(b, &n);
+	n = scanwork_count(b);
 	assert_int_equal(n, 300);
 	for (size_t i = 0; i < n; i++) {
-		assert_int_equal(jobs[i].lo, (uintptr_t)(words + i));
-		assert_int_equal(jobs[i].r, i % 3 == 0 ? 1 : 0);
+		assert_int_equal(scanwork_job(b, i)->lo, (uintptr_t)(words + i));
+		assert_int_equal(scanwork_job(b, i)->r, i % 3 == 0 ? 1 : 0);
 	}
 	scanwork_end(b);
 	free(words);
@@ -165,7 +161,6 @@ static void small_scans_read_together_keep_their_own_verdicts(void **state)
 	size_t len = JOBS * JOB_WORDS * sizeof(uint64_t) + (size_t)page;
 	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	uint64_t *hole = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	const struct scanwork_job *jobs;
 	struct scanwork_batch *b;
 	size_t n;
 	(void)state;
@@ -187,19 +182,20 @@ static void small_scans_read_together_keep_their_own_verdicts(void **state)
 		assert_true(scanwork_submit(b, getpid(), lo, hi));
 	}
 	finish(b);
-	jobs = scanwork_jobs(b, &n);
+	n = scanwork_count(b);
 	assert_int_equal(n, JOBS);
 	for (size_t i = 0; i < n; i++) {
+		const struct scanwork_job *j = scanwork_job(b, i);
 		int want = i == 20 ? -EFAULT : (i == 7 || i == 39 || i == 41);
 
-		assert_int_equal(jobs[i].tid, getpid());
-		assert_int_equal(jobs[i].r, want);
+		assert_int_equal(j->tid, getpid());
+		assert_int_equal(j->r, want);
 		if (want == 0)
-			assert_int_equal(jobs[i].bytes, (i == 60 ? JOB_WORDS - 1 : JOB_WORDS) * sizeof(uint64_t));
+			assert_int_equal(j->bytes, (i == 60 ? JOB_WORDS - 1 : JOB_WORDS) * sizeof(uint64_t));
 	}
-	assert_int_equal(jobs[7].pc, span.lo + 1);
-	assert_int_equal(jobs[39].pc, span.lo + 4);
-	assert_int_equal(jobs[41].pc, span.lo + 5);
+	assert_int_equal(scanwork_job(b, 7)->pc, span.lo + 1);
+	assert_int_equal(scanwork_job(b, 39)->pc, span.lo + 4);
+	assert_int_equal(scanwork_job(b, 41)->pc, span.lo + 5);
 	scanwork_end(b);
 	munmap(words, len);
 	munmap(hole, (size_t)page);
@@ -209,9 +205,7 @@ static void an_abandoned_batch_is_finished_alone(void **state)
 {
 	size_t len = (size_t)64 << 20;
 	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	const struct scanwork_job *jobs;
 	struct scanwork_batch *b;
-	size_t n;
 	(void)state;
 
 	assert_true(words != MAP_FAILED);
@@ -223,11 +217,83 @@ static void an_abandoned_batch_is_finished_alone(void **state)
 	b = begin();
 	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)(words + 16)));
 	finish(b);
-	jobs = scanwork_jobs(b, &n);
-	assert_int_equal(n, 1);
-	assert_int_equal(jobs[0].r, 0);
+	assert_int_equal(scanwork_count(b), 1);
+	assert_int_equal(scanwork_job(b, 0)->r, 0);
 	scanwork_end(b);
 	munmap(words, len);
+}
+
+/*
+ * Fewer jobs than wake the worker, given up at once while it sleeps: it is
+ * woken for them all the same.  Left asleep, it would hold the batch for
+ * ever, and begin() below would never get another.
+ */
+static void a_small_abandoned_batch_is_finished_too(void **state)
+{
+	uint64_t *words = calloc(WORDS, sizeof(*words));
+	struct scanwork_batch *b;
+	(void)state;
+
+	assert_non_null(words);
+	b = begin();
+	scanwork_end(b);
+	usleep(20000);   /* the worker is asleep by now */
+	b = begin();
+	assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)(words + WORDS)));
+	scanwork_end(b);
+	b = begin();
+	scanwork_end(b);
+	free(words);
+}
+
+/*
+ * The queue takes no lock, so races are the risk: batches of every size,
+ * waited for, given up at once, or given up at a deadline that has
+ * passed, one after another while the worker is still on the last, with
+ * each waited-for verdict checked against the words planted.  ASan sees a
+ * job read after its batch is freed; `make tsan' runs this under
+ * ThreadSanitizer too.
+ */
+static void batches_race_the_worker(void **state)
+{
+	enum { ROUNDS = 300, RANGE_WORDS = 32 };
+	uint64_t *words = calloc(WORDS, sizeof(*words));
+	unsigned seed = 1;
+	(void)state;
+
+	assert_non_null(words);
+	for (size_t i = 0; i < WORDS; i += 97)
+		words[i] = span.lo + 1;
+	for (int round = 0; round < ROUNDS; round++) {
+		struct scanwork_batch *b = begin();
+		size_t n = (size_t)rand_r(&seed) % 600;
+		int how = rand_r(&seed) % 3;
+		struct timespec by;
+
+		for (size_t i = 0; i < n; i++) {
+			size_t at = (i * 31) % (WORDS - RANGE_WORDS);
+
+			assert_true(scanwork_submit(b, getpid(), (uintptr_t)(words + at),
+						    (uintptr_t)(words + at + RANGE_WORDS)));
+		}
+		if (how == 0) {
+			finish(b);
+			assert_int_equal(scanwork_count(b), n);
+			for (size_t i = 0; i < n; i++) {
+				size_t at = (i * 31) % (WORDS - RANGE_WORDS);
+				bool planted = false;
+
+				for (size_t w = at; w < at + RANGE_WORDS; w++)
+					planted = planted || w % 97 == 0;
+				assert_int_equal(scanwork_job(b, i)->r, planted ? 1 : 0);
+			}
+		} else if (how == 1) {
+			clock_gettime(CLOCK_MONOTONIC, &by);
+			scanwork_wait(b, &by);
+		}
+		scanwork_end(b);
+	}
+	free(words);
 }
 
 static void a_wait_ends_at_its_deadline(void **state)
@@ -262,6 +328,8 @@ int main(void)
 		cmocka_unit_test(small_scans_read_together_keep_their_own_verdicts),
 		cmocka_unit_test(an_abandoned_batch_is_finished_alone),
 		cmocka_unit_test(a_wait_ends_at_its_deadline),
+		cmocka_unit_test(a_small_abandoned_batch_is_finished_too),
+		cmocka_unit_test(batches_race_the_worker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
