@@ -321,19 +321,32 @@ static void drain_signalfd(int fd)
 		;
 }
 
-/* Sleeps until a SIGCHLD arrives or the deadline passes; false at the deadline. */
-static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline)
+/*
+ * Sleeps until a SIGCHLD arrives or the deadline passes; false at the
+ * deadline.  *ret_quiet (if given) says whether the sleep ended without one.
+ */
+static bool wait_sigchld_quiet(struct ptrace_world *w, const struct timespec *deadline,
+			       bool *ret_quiet)
 {
 	struct timespec left;
 	struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
+	bool came;
 
 	if (!timespec_left(deadline, &left))
 		return false;
 	watchdog_cap_wait(&left);  /* an attempt bounds it (patch.h), a caller might not */
-	if (ppoll(&p, 1, &left, NULL) > 0)
+	came = ppoll(&p, 1, &left, NULL) > 0;
+	if (came)
 		drain_signalfd(w->sigchld_fd);
 	watchdog_kick();
+	if (ret_quiet)
+		*ret_quiet = !came;
 	return true;
+}
+
+static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline)
+{
+	return wait_sigchld_quiet(w, deadline, NULL);
 }
 
 /* Records every status that is ready, from any tracee (waitpid(-1)). */
@@ -443,42 +456,99 @@ static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t)
 		t->checked = true;
 }
 
+static bool task_waited_for(const struct ptrace_world *w, const struct ptrace_task *t)
+{
+	return t->seized && !t->stopped && !t->gone && !w->exec_seen;
+}
+
+/*
+ * One look at t's status, by its TID: 1 when it came (recorded, and the
+ * hook run on a stop), 0 when there is none yet, or -errno.
+ */
+static int poll_task(struct ptrace_world *w, struct ptrace_task *t)
+{
+	int status;
+	pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+
+	if (r > 0) {
+		task_record(w, t, status);
+		task_stopped_hook(w, t);
+		return 1;
+	}
+	if (r == 0)
+		return 0;
+	if (errno == ECHILD) {
+		/* Reaped already, or its TID changed in an exec. */
+		w->pending--;
+		t->gone = true;
+		return 1;
+	}
+	return -errno;
+}
+
+/* Every status ready among the tasks after the i-th, by TID. */
+static void sweep_after(struct ptrace_world *w, size_t i)
+{
+	for (size_t j = i + 1; j < w->n && !w->exec_seen; j++)
+		if (task_waited_for(w, &w->tasks[j]))
+			poll_task(w, &w->tasks[j]);   /* an error is met again in its turn */
+}
+
 /*
  * Collects wait statuses until no seized task is pending or the deadline
- * passes.  Each task is waited for by its own TID: waitpid(-1) makes the
- * kernel walk the list of all our tracees on every call
+ * passes.  Each task is waited for by its own TID, in order: waitpid(-1)
+ * makes the kernel walk the list of all our tracees on every call
  * (wait_consider_task), quadratic in the thread count, which was most of
- * the stopped window at 1,024 threads.  Whenever the task in hand is not
- * stopped yet, everything else that is ready is collected before sleeping:
- * an exec waits (in D state, never stopping) until the threads it killed
- * are reaped, so those must not wait their turn behind it.  A last pass
- * picks up what no TID of ours names any more: an exec reported under the
- * leader's TID after we had collected the leader's stop, and orphans.
+ * the stopped window at 1,024 threads - and again, until this order, at
+ * 256 threads whose stops came in another order than ours (all of them on
+ * one CPU, its scheduler's order): a millisecond of collecting whatever
+ * else was ready each time the task in hand was not.
+ *
+ * While the task in hand is not stopped yet we sleep until the next
+ * SIGCHLD, and on the 1st, 2nd, 4th, 8th... such wake-up look at every
+ * later task by TID: their checks then run while we wait, at a cost that
+ * grows with the log of the wake-ups, not with their number.  After a
+ * quiet millisecond (no SIGCHLD: nothing is stopping any more) we look at
+ * all of them, and collect whatever else is ready by waitpid(-1) - as we
+ * also do once the task in hand has stayed unstopped through many
+ * wake-ups.  That is for an exec, which waits (in D state, never
+ * stopping) until the threads it killed are reaped: those may die
+ * between two looks, and must not wait for the deadline.  A last pass
+ * collects what no TID of ours names any more: an exec reported under
+ * the leader's TID after we had collected the leader's stop, and orphans.
  */
+#define QUIET_MS 1
+#define COLLECT_ALL_AFTER 32   /* wake-ups without the task in hand stopping */
+
 static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadline)
 {
 	for (size_t i = 0; i < w->n && count_pending(w) > 0 && !w->exec_seen; i++) {
 		struct ptrace_task *t = &w->tasks[i];
+		unsigned misses = 0;
+		bool quiet = false;
 
-		while (t->seized && !t->stopped && !t->gone && !w->exec_seen) {
-			int status;
-			pid_t r = waitpid(t->tid, &status, __WALL | WNOHANG);
+		while (task_waited_for(w, t)) {
+			struct timespec nap;
+			int r = poll_task(w, t);
 
-			if (r > 0) {
-				task_record(w, t, status);
-				task_stopped_hook(w, t);
-			} else if (r < 0 && errno == ECHILD) {
-				/* Reaped already, or its TID changed in an exec. */
-				w->pending--;
-				t->gone = true;
-			} else if (r < 0 && errno != EINTR) {
+			if (r == -EINTR || r > 0)
+				continue;
+			if (r < 0)
 				break;
-			} else if (r == 0) {
+			misses++;
+			if (quiet || (misses & (misses - 1)) == 0)
+				sweep_after(w, i);
+			if (quiet || misses >= COLLECT_ALL_AFTER)
 				collect_ready(w);
-				if (t->seized && !t->stopped && !t->gone && !w->exec_seen &&
-				    !wait_sigchld(w, deadline))
-					goto out_collect;
-			}
+			if (!task_waited_for(w, t))
+				continue;
+			timespec_after_ms(&nap, QUIET_MS);
+			if (timespec_diff_ns(deadline, &nap) > 0)
+				nap = *deadline;
+			if (!wait_sigchld_quiet(w, &nap, &quiet))
+				quiet = true;   /* the nap was over before it began */
+			if (!timespec_left(deadline, &nap))
+				goto out_collect;
 		}
 	}
 out_collect:
