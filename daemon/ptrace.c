@@ -325,8 +325,7 @@ static void drain_signalfd(int fd)
  * Sleeps until a SIGCHLD arrives or the deadline passes; false at the
  * deadline.  *ret_quiet (if given) says whether the sleep ended without one.
  */
-static bool wait_sigchld_quiet(struct ptrace_world *w, const struct timespec *deadline,
-			       bool *ret_quiet)
+static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline, bool *ret_quiet)
 {
 	struct timespec left;
 	struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
@@ -342,11 +341,6 @@ static bool wait_sigchld_quiet(struct ptrace_world *w, const struct timespec *de
 	if (ret_quiet)
 		*ret_quiet = !came;
 	return true;
-}
-
-static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline)
-{
-	return wait_sigchld_quiet(w, deadline, NULL);
 }
 
 /* Records every status that is ready, from any tracee (waitpid(-1)). */
@@ -528,7 +522,7 @@ static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadli
 		bool quiet = false;
 
 		while (task_waited_for(w, t)) {
-			struct timespec nap;
+			struct timespec nap, left;
 			int r = poll_task(w, t);
 
 			if (r == -EINTR || r > 0)
@@ -545,9 +539,9 @@ static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadli
 			timespec_after_ms(&nap, QUIET_MS);
 			if (timespec_diff_ns(deadline, &nap) > 0)
 				nap = *deadline;
-			if (!wait_sigchld_quiet(w, &nap, &quiet))
+			if (!wait_sigchld(w, &nap, &quiet))
 				quiet = true;   /* the nap was over before it began */
-			if (!timespec_left(deadline, &nap))
+			if (!timespec_left(deadline, &left))
 				goto out_collect;
 		}
 	}
@@ -1159,7 +1153,7 @@ int ptrace_follow_wait(struct ptrace_follow *f, const struct timespec *until, in
 	w.sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (w.sigchld_fd < 0)
 		return -errno;
-	while ((r = follow_collect(f, ret_status)) == 0 && wait_sigchld(&w, until))
+	while ((r = follow_collect(f, ret_status)) == 0 && wait_sigchld(&w, until, NULL))
 		;
 	close(w.sigchld_fd);
 	return r;
