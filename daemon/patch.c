@@ -109,6 +109,7 @@ void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 
 		ps->address = sites->v[i].addr;
 		ps->state = (uint8_t)sites->v[i].state;
+		ps->flags = sites->v[i].breakpoint ? PROTO_SITE_BREAKPOINT : 0;
 		snprintf(ps->object, sizeof(ps->object), "%s%s", sites->v[i].object,
 			 sites->v[i].deleted ? " (deleted)" : "");
 	}
@@ -209,8 +210,8 @@ static void plan_spans(struct attempt *a)
 
 		if (!needs_write(a, s))
 			continue;
-		a->spans[a->nspans].lo = site_word_addr(s);
-		a->spans[a->nspans].hi = site_word_addr(s) + s->plan.len;
+		a->spans[a->nspans].lo = site_change_lo(s);
+		a->spans[a->nspans].hi = site_change_lo(s) + s->held.len;
 		a->nspans++;
 	}
 	a->check_us = 0;
@@ -322,29 +323,43 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	return r;
 }
 
-/* Step 4g: writes every planned site, verifying each; undoes all on a mismatch. */
+/* Writes the k-th word of s and reads it back: 0, or why not. */
+static int write_word(pid_t tid, const struct site *s, size_t k, uint64_t want)
+{
+	uint64_t got;
+	int r = ptrace_poke_word(tid, site_word_addr(s, k), want);
+
+	if (r == 0)
+		r = ptrace_peek_word(tid, site_word_addr(s, k), &got);
+	if (r == 0 && got != want)
+		r = -BTG_ERR_VERIFY;
+	return r;
+}
+
+/*
+ * Step 4g: writes every planned site, word by word, verifying each; undoes
+ * all on a mismatch.  Every thread is held, so no thread sees a site with
+ * some of its words written: only a failure leaves one so, and the undo
+ * below puts the others back.
+ */
 int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
 		      size_t why_len)
 {
 	int r = 0;
-	size_t i;
+	size_t i, k = 0;
 
 	for (i = 0; i < sites->n; i++) {
 		struct site *s = &sites->v[i];
-		uint64_t want = site_word(s, guard), got;
 
 		if (!wants_write(guard, s))
 			continue;
-		r = ptrace_poke_word(tid, site_word_addr(s), want);
-		if (r == 0)
-			r = ptrace_peek_word(tid, site_word_addr(s), &got);
+		for (k = 0; k < site_nwords(s) && r == 0; k++)
+			r = write_word(tid, s, k, site_word(s, k, guard));
 		if (r == -ESRCH)  /* the thread we write through was killed while held */
 			r = -BTG_ERR_GONE;
-		if (r == 0 && got != want)
-			r = -BTG_ERR_VERIFY;
 		if (r < 0) {
 			snprintf(why, why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
-				 site_word_addr(s), proto_strerror(r));
+				 site_word_addr(s, k - 1), proto_strerror(r));
 			break;
 		}
 	}
@@ -361,34 +376,32 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 	/*
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
-	 * fully as it was.  Writing a site's original word again is harmless.
+	 * fully as it was.  Writing a word's original value again is harmless.
 	 * An undo that fails is a broken promise: keep undoing the others, and
 	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &sites->v[j];
 		bool wrote = wants_write(guard, s);   /* the states still say what was planned */
-		uint64_t back = site_word(s, !guard), got = ~back;
-		int u;
+		size_t words = j == i ? k : site_nwords(s);
 
 		if (!wrote)
 			continue;
-		u = ptrace_poke_word(tid, site_word_addr(s), back);
-		if (u == 0)
-			u = ptrace_peek_word(tid, site_word_addr(s), &got);
-		if (u == 0 && got != back)
-			u = -BTG_ERR_VERIFY;
-		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
-		if (u == -ESRCH)
-			continue;
-		if (u < 0 && r != -BTG_ERR_INTERNAL) {
-			size_t len = strlen(why);
+		for (size_t w = words; w-- > 0;) {
+			int u = write_word(tid, s, w, site_word(s, w, !guard));
 
-			snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
-				 s->object, site_word_addr(s), proto_strerror(u));
-			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
-				pid, s->object, site_word_addr(s));
-			r = -BTG_ERR_INTERNAL;
+			/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
+			if (u == -ESRCH || u == 0)
+				continue;
+			if (r != -BTG_ERR_INTERNAL) {
+				size_t len = strlen(why);
+
+				snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
+					 s->object, site_word_addr(s, w), proto_strerror(u));
+				log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
+					pid, s->object, site_word_addr(s, w));
+				r = -BTG_ERR_INTERNAL;
+			}
 		}
 	}
 	return r;

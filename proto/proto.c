@@ -353,7 +353,7 @@ int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap
 	payload = RESULT_FIXED + msglen + 2 + cmdlen + 2 + reasonlen;
 	for (unsigned i = 0; i < res->nsites; i++) {
 		if (!site_state_valid(res->sites[i].state) ||
-		    (res->sites[i].flags & ~PROTO_SITE_BOUND))
+		    (res->sites[i].flags & ~PROTO_SITE_FLAGS))
 			return -EINVAL;
 		objlen[i] = wire_strlen(res->sites[i].object, PROTO_MAX_OBJECT);
 		payload += SITE_FIXED + objlen[i];
@@ -622,7 +622,7 @@ int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result 
 		s->address = get_u64(&r);
 		s->state = get_u8(&r);
 		s->flags = get_u8(&r);
-		if (r.short_read || !site_state_valid(s->state) || (s->flags & ~PROTO_SITE_BOUND))
+		if (r.short_read || !site_state_valid(s->state) || (s->flags & ~PROTO_SITE_FLAGS))
 			return -EBADMSG;
 		if (get_string(&r, PROTO_MAX_OBJECT, s->object, sizeof(s->object)) < 0)
 			return -EBADMSG;

@@ -102,6 +102,9 @@ enum proto_proc_state {
 
 /* Site flags. */
 #define PROTO_SITE_BOUND   0x01u    /* the definition callers reach by name (see PROTOCOL.md) */
+/* A breakpoint (a uprobe's, a debugger's) sits on its first instruction; the state ignores it. */
+#define PROTO_SITE_BREAKPOINT 0x02u
+#define PROTO_SITE_FLAGS   (PROTO_SITE_BOUND | PROTO_SITE_BREAKPOINT)
 
 /* Whether the crash can hit the process (proto_result.risk). */
 enum proto_risk {

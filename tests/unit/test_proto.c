@@ -127,7 +127,7 @@ static struct proto_result *full_result(void)
 	for (unsigned i = 0; i < PROTO_MAX_SITES; i++) {
 		res->sites[i].address = 0x7f0000000000ull + i * 0x1000 + 0x8877665544332211ull;
 		res->sites[i].state = (uint8_t)(1 + i % 3);
-		res->sites[i].flags = i == 3 ? PROTO_SITE_BOUND : 0;
+		res->sites[i].flags = i == 3 ? PROTO_SITE_BOUND : i == 2 ? PROTO_SITE_BREAKPOINT : 0;
 		memset(res->sites[i].object, 'a' + (int)i, PROTO_MAX_OBJECT);
 	}
 	return res;
@@ -766,7 +766,7 @@ static void result_decoder_rejections(void **state)
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
 	raw_msg(r, "", 0);
-	raw_site(r, 1, PROTO_SITE_ORIGINAL, 2, "/o", 2);   /* unknown site flag */
+	raw_site(r, 1, PROTO_SITE_ORIGINAL, 4, "/o", 2);   /* unknown site flag */
 	REJECT();
 
 	/* Unknown action; non-positive pid. */
