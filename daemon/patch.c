@@ -33,8 +33,9 @@
  *        scans past a large process's first few on a second thread
  *        (scanwork.c), and every verdict is in before 4g; if one finds
  *        something, resume all, back off, retry;
- *     g. write each site with one ptrace word, read it back, and if any read
- *        back differs restore every word already written;
+ *     g. write each site with one ptrace word (aarch64's undo and stub: one
+ *        pwrite of /proc/TID/mem, ptrace.c), read it back, and if any read
+ *        back differs restore every site already written;
  *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
@@ -323,43 +324,54 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	return r;
 }
 
-/* Writes the k-th word of s and reads it back: 0, or why not. */
-static int write_word(pid_t tid, const struct site *s, size_t k, uint64_t want)
+/*
+ * Writes s's change (or its original bytes) through tid and reads every
+ * word back: 0, or why not.  One word is one PTRACE_POKETEXT; a longer
+ * change (aarch64's undo and stub) is one ptrace_poke_bytes(), so a daemon
+ * killed meanwhile never leaves part of it.
+ */
+static int write_site(pid_t tid, const struct site *s, bool guarded)
 {
-	uint64_t got;
-	int r = ptrace_poke_word(tid, site_word_addr(s, k), want);
+	uint8_t bytes[SITE_CTX_LEN];
+	int r;
 
-	if (r == 0)
+	if (site_nwords(s) == 1) {
+		r = ptrace_poke_word(tid, site_word_addr(s, 0), site_word(s, 0, guarded));
+	} else {
+		if (guarded)
+			stub_apply(s->orig, s->ctx_len, &s->held, bytes);
+		else
+			memcpy(bytes, s->orig, s->ctx_len);
+		r = ptrace_poke_bytes(tid, site_change_lo(s), bytes + s->held.offset, s->held.len);
+	}
+	for (size_t k = 0; r == 0 && k < site_nwords(s); k++) {
+		uint64_t got;
+
 		r = ptrace_peek_word(tid, site_word_addr(s, k), &got);
-	if (r == 0 && got != want)
-		r = -BTG_ERR_VERIFY;
+		if (r == 0 && got != site_word(s, k, guarded))
+			r = -BTG_ERR_VERIFY;
+	}
 	return r;
 }
 
-/*
- * Step 4g: writes every planned site, word by word, verifying each; undoes
- * all on a mismatch.  Every thread is held, so no thread sees a site with
- * some of its words written: only a failure leaves one so, and the undo
- * below puts the others back.
- */
+/* Step 4g: writes every planned site, verifying each; undoes all on a mismatch. */
 int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
 		      size_t why_len)
 {
 	int r = 0;
-	size_t i, k = 0;
+	size_t i;
 
 	for (i = 0; i < sites->n; i++) {
 		struct site *s = &sites->v[i];
 
 		if (!wants_write(guard, s))
 			continue;
-		for (k = 0; k < site_nwords(s) && r == 0; k++)
-			r = write_word(tid, s, k, site_word(s, k, guard));
+		r = write_site(tid, s, guard);
 		if (r == -ESRCH)  /* the thread we write through was killed while held */
 			r = -BTG_ERR_GONE;
 		if (r < 0) {
 			snprintf(why, why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
-				 site_word_addr(s, k - 1), proto_strerror(r));
+				 site_change_lo(s), proto_strerror(r));
 			break;
 		}
 	}
@@ -376,32 +388,29 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 	/*
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
-	 * fully as it was.  Writing a word's original value again is harmless.
+	 * fully as it was.  Writing a site's original bytes again is harmless.
 	 * An undo that fails is a broken promise: keep undoing the others, and
 	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &sites->v[j];
 		bool wrote = wants_write(guard, s);   /* the states still say what was planned */
-		size_t words = j == i ? k : site_nwords(s);
+		int u;
 
 		if (!wrote)
 			continue;
-		for (size_t w = words; w-- > 0;) {
-			int u = write_word(tid, s, w, site_word(s, w, !guard));
+		u = write_site(tid, s, !guard);
+		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
+		if (u == -ESRCH)
+			continue;
+		if (u < 0 && r != -BTG_ERR_INTERNAL) {
+			size_t len = strlen(why);
 
-			/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
-			if (u == -ESRCH || u == 0)
-				continue;
-			if (r != -BTG_ERR_INTERNAL) {
-				size_t len = strlen(why);
-
-				snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
-					 s->object, site_word_addr(s, w), proto_strerror(u));
-				log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
-					pid, s->object, site_word_addr(s, w));
-				r = -BTG_ERR_INTERNAL;
-			}
+			snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
+				 s->object, site_change_lo(s), proto_strerror(u));
+			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
+				pid, s->object, site_change_lo(s));
+			r = -BTG_ERR_INTERNAL;
 		}
 	}
 	return r;

@@ -24,6 +24,7 @@
 #include "elf.h"
 #include "procfs.h"
 #include "objcache.h"
+#include "ptrace.h"
 #include "sitememo.h"
 #include "sites.h"
 
@@ -189,6 +190,16 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	memcpy(s->orig, bytes, ctx);
 	if (stub_plan(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
+	/*
+	 * A change of several words lands whole only inside one page
+	 * (ptrace_poke_bytes()); across a page boundary the stub goes at the
+	 * entry, in one word, as it did before it followed first instructions.
+	 */
+	if (s->plan.nwords > 1 &&
+	    (addr + s->plan.offset) / PTRACE_POKE_PAGE !=
+	    (addr + s->plan.offset + s->plan.len - 1) / PTRACE_POKE_PAGE &&
+	    stub_plan_at_entry(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
+		return -BTG_ERR_ELF;
 	s->held = s->plan;
 	list->n++;
 	return 0;

@@ -12,12 +12,12 @@ not compile proves nothing.
 MUTANTS = [
     # -- bugs the suite did not catch before --
     ("read-back after the write skipped", "daemon/patch.c",
-     [("\tif (r == 0)\n\t\tr = ptrace_peek_word(tid, site_word_addr(s, k), &got);",
-       "\tgot = want;")],
+     [("\t\tr = ptrace_peek_word(tid, site_word_addr(s, k), &got);",
+       "\t\tgot = site_word(s, k, guarded);")],
      ["test_ptrace_faults.py::test_read_back_that_differs_restores_the_word"]),
     ("undo of written words skipped when a later write fails", "daemon/patch.c",
-     [("\t\tif (!wrote)\n\t\t\tcontinue;\n\t\tfor (size_t w = words;",
-       "\t\tif (wrote || !wrote)\n\t\t\tcontinue;\n\t\tfor (size_t w = words;")],
+     [("\t\tif (!wrote)\n\t\t\tcontinue;\n\t\tu = write_site",
+       "\t\tif (wrote || !wrote)\n\t\t\tcontinue;\n\t\tu = write_site")],
      ["test_ptrace_faults.py::test_second_site_failing_leaves_both_original"]),
     ("the newest thread never stopped", "daemon/ptrace.c",
      [("\t\tif (task_find_sorted(w, tids[i]))\n\t\t\tcontinue;",

@@ -33,6 +33,12 @@
  *    verified and undone if it does not read back (patch.c).
  * Moving the word to entry-4 to align it would carry only "mov w0, #0",
  * with "ret" in the next word: that is the split we avoid.
+ *
+ * After an undone first instruction (arch_entry_undo, below) the change is
+ * "add sp, sp, #N; mov w0, #0; ret", 12 bytes: more than a word.  It is
+ * written with one pwrite to /proc/TID/mem instead, which lands whole
+ * within a page (ptrace_poke_bytes() says why); one that would cross a
+ * page keeps the stub at the entry, in one word, instead.
  */
 #define ARCH_PLAIN_STUB  { 0x00, 0x00, 0x80, 0x52, 0xc0, 0x03, 0x5f, 0xd6 }
 #define ARCH_STUB_BYTES  ARCH_PLAIN_STUB
