@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 	struct perf_event_attr attr;
 	char path[4200], taskdir[64];
 	int fds[MAX_TASKS], nfds = 0, pid;
-	uint64_t addr, offset, hits = 0;
+	uint64_t addr, offset = 0, hits = 0;
 	struct timespec nap;
 	struct dirent *d;
 	DIR *dir;
