@@ -1,25 +1,39 @@
 # SPDX-License-Identifier: MIT
 """The daemon where the shipped unit and containers put it: in a mount
-namespace of its own.
+namespace of its own, in a PID or user namespace other than the node's.
 
-The "other-mount-namespace" warning compares a process with the node's
-mount namespace (PID 1's, else kthreadd's, else the one the daemon
-started in), not with the daemon's own: under the unit's
-PrivateMounts=yes - played here with `unshare --mount` - no host process
-is warned, in `status --all` or in the Prometheus count, and a process
-in yet another mount namespace still is.
+1. The "other-mount-namespace" warning compares a process with the node's
+   mount namespace (PID 1's, else kthreadd's, else the one the daemon
+   started in), not with the daemon's own: under the unit's
+   PrivateMounts=yes - played here with `unshare --mount` - no host
+   process is warned, in `status --all` or in the Prometheus count, and
+   a process in yet another mount namespace still is.
+2. Where the kernel refuses exec events, the notice names the cause that
+   decides: in a PID namespace other than the node's (a container) the
+   kernel serves none, whatever capabilities the daemon holds, so no
+   capability is blamed; likewise in a user namespace of its own.
 """
 
 import os
 import re
 import shutil
+import signal
+import subprocess
+import time
 import uuid
 
 import pytest
 
-from conftest import REPO, running_daemon, start, victim_path
+from conftest import (BTGUARDD, REPO, START_TIMEOUT, STOP_TIMEOUT, running_daemon, start,
+                      victim_path)
 
 WARNING = "other-mount-namespace"
+PIDNS_NOTICE = ("exec events unavailable: in a PID namespace other than the node's: the kernel "
+                "gives exec events only to the initial PID namespace; new processes are found "
+                "by the sweep")
+USERNS_NOTICE = ("exec events unavailable: in a user namespace other than the node's: the "
+                 "kernel gives exec events only to the initial user namespace; new processes "
+                 "are found by the sweep")
 
 
 def need(*tools):
@@ -114,3 +128,78 @@ def test_a_private_mount_namespace_warns_only_for_other_namespaces(victim, tmp_p
         metrics = prometheus(r.stdout)
         assert metrics['btguard_processes{state="unguarded"}'] == 2, r.stdout
         assert metrics["btguard_processes_warned"] == 1, r.stdout
+
+
+# ---------------------------------------------- exec events: the notice --
+
+def exec_events_conf(tmp_path):
+    conf = tmp_path / "btguardd.conf"
+    conf.write_text("[watch]\ninterval = 1000ms\n\n"
+                    f"[rule none]\naction = guard\ncmdline = *btg-matches-nothing-{uuid.uuid4().hex}*\n")
+    os.chmod(tmp_path, 0o755)
+    return conf
+
+
+def wait_for(path, what, proc):
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if what in text:
+            return text
+        assert proc.poll() is None, f"exited {proc.returncode}:\n{text}"
+        assert time.monotonic() < deadline, f"no {what!r} in:\n{text}"
+        time.sleep(0.02)
+
+
+def pid_namespace_works():
+    """Whether this sandbox lets us make a PID namespace (with its /proc)."""
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                       capture_output=True, text=True, timeout=30)
+    return p.returncode == 0, p.stderr.strip()
+
+
+@pytest.mark.parametrize("caps", ["all", "without-net-admin"])
+def test_in_a_pid_namespace_the_notice_names_it(tmp_path, caps):
+    """The daemon as a container's init: the kernel serves exec events only
+    to the initial PID namespace.  With CAP_NET_ADMIN the subscription is
+    ignored; without it (a container's default) the bind fails with EPERM
+    first - either way the PID namespace is named, not the capability."""
+    need("unshare", "setpriv")
+    ok, why = pid_namespace_works()
+    if not ok:
+        pytest.skip(f"cannot make a PID namespace here: {why}")
+    conf = exec_events_conf(tmp_path)
+    log = tmp_path / "btguardd.log"
+    prefix = [] if caps == "all" else ["setpriv", "--bounding-set=-net_admin"]
+    # --kill-child: the namespace's init, the daemon, dies with unshare (it
+    # ignores our SIGTERM as a namespace's init).
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *prefix,
+            str(BTGUARDD), "--socket", str(tmp_path / "s.sock"), "--verbose",
+            "--config", str(conf)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        text = wait_for(log, "exec events", proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=STOP_TIMEOUT)
+    assert PIDNS_NOTICE in text, text
+    assert "CAP_NET_ADMIN" not in text and "listening to the proc connector" not in text, text
+
+
+def test_in_a_user_namespace_the_notice_names_it(tmp_path):
+    """The daemon as root of a user namespace of its own: its CAP_NET_ADMIN
+    is over that namespace, not the node's, and the kernel serves only the
+    initial user namespace."""
+    need("unshare")
+    p = subprocess.run(["unshare", "--user", "--map-root-user", "true"],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        pytest.skip(f"cannot make a user namespace here: {p.stderr.strip()}")
+    conf = exec_events_conf(tmp_path)
+    with running_daemon(prefix=("unshare", "--user", "--map-root-user"),
+                        args=("--config", str(conf))) as d:
+        text = wait_for(d.log_path, "exec events", d.proc)
+    assert USERNS_NOTICE in text, text
+    assert "CAP_NET_ADMIN" not in text, text
