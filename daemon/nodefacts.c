@@ -18,7 +18,7 @@ static struct {
 	enum nodefacts_mount_source source;
 	struct nodefacts_self self;
 } node = { .source = NODEFACTS_MOUNT_UNKNOWN,
-	   .self = { .pid_ns_initial = -1, .user_ns_initial = -1 } };
+	   .self = { .pid_ns_initial = -1, .user_ns_initial = -1, .net_ns_initial = -1 } };
 
 enum nodefacts_mount_source nodefacts_pick_mount(const struct nodefacts_ns *pid1,
 						 const struct nodefacts_ns *kthreadd,
@@ -55,6 +55,17 @@ int nodefacts_ns_initial(const struct nodefacts_ns *ns, unsigned long init_ino, 
 	return ns->ino == (ino_t)init_ino ? 1 : 0;
 }
 
+int nodefacts_net_initial(const struct nodefacts_ns *ours, const struct nodefacts_ns *nodes)
+{
+	if (!ours->known)
+		return -1;
+	if (ours->ino == (ino_t)NODEFACTS_NET_INIT_INO)
+		return 1;
+	if (!nodes->known)
+		return -1;
+	return nodefacts_ns_differs(nodes, ours) ? 0 : 1;
+}
+
 const char *nodefacts_mount_source_name(enum nodefacts_mount_source s)
 {
 	switch (s) {
@@ -87,32 +98,43 @@ static bool pid2_is_kthreadd(void)
 	return procfs_read_stat(2, &st) == 0 && (st.flags & PROCFS_PF_KTHREAD) && st.ppid == 0;
 }
 
+static const char *initial_name(int initial)
+{
+	return initial == 1 ? "the node's" : initial == 0 ? "another" : "unknown";
+}
+
 void nodefacts_init(void)
 {
 	struct nodefacts_ns at_start = read_ns(0, "mnt"), pid1 = read_ns(1, "mnt");
-	struct nodefacts_ns kthreadd = { .known = false }, pid_ns, user_ns;
+	struct nodefacts_ns kthreadd = { .known = false }, node_net = { .known = false };
+	struct nodefacts_ns pid_ns = read_ns(0, "pid"), user_ns = read_ns(0, "user");
+	struct nodefacts_ns net_ns = read_ns(0, "net");
+	bool has_kthreadd = pid2_is_kthreadd();
 	struct procfs_status st;
 	int nspid_n = 0;
 
-	if (!pid1.known && pid2_is_kthreadd())
+	if (!pid1.known && has_kthreadd)
 		kthreadd = read_ns(2, "mnt");
 	node.source = nodefacts_pick_mount(&pid1, &kthreadd, &at_start, &node.mount);
 
-	pid_ns = read_ns(0, "pid");
-	user_ns = read_ns(0, "user");
 	if (procfs_read_status(getpid(), &st) == 0)
 		nspid_n = st.nspid_n;
 	node.self.pid_ns_initial = nodefacts_ns_initial(&pid_ns, NODEFACTS_PID_INIT_INO, nspid_n);
 	node.self.user_ns_initial = nodefacts_ns_initial(&user_ns, NODEFACTS_USER_INIT_INO, 0);
+	/* PID 1 is the node's init only seen from the initial PID namespace. */
+	if (node.self.pid_ns_initial == 1) {
+		node_net = read_ns(1, "net");
+		if (!node_net.known && has_kthreadd)
+			node_net = read_ns(2, "net");
+	}
+	node.self.net_ns_initial = nodefacts_net_initial(&net_ns, &node_net);
 
-	log_msg(LOG_DEBUG, "node: mount namespace %s (%s btguardd's own); PID namespace %s; "
-		"user namespace %s",
+	log_msg(LOG_DEBUG, "node: mount namespace %s (%s btguardd's own); btguardd's PID "
+		"namespace %s, user namespace %s, network namespace %s",
 		nodefacts_mount_source_name(node.source),
 		nodefacts_ns_differs(&node.mount, &at_start) ? "not" : "also",
-		node.self.pid_ns_initial == 1 ? "initial" :
-		node.self.pid_ns_initial == 0 ? "not the initial one" : "unknown",
-		node.self.user_ns_initial == 1 ? "initial" :
-		node.self.user_ns_initial == 0 ? "not the initial one" : "unknown");
+		initial_name(node.self.pid_ns_initial), initial_name(node.self.user_ns_initial),
+		initial_name(node.self.net_ns_initial));
 }
 
 const struct nodefacts_self *nodefacts_self(void)

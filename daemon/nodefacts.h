@@ -2,7 +2,7 @@
 /*
  * What btguardd knows of the node rather than of one process (that is
  * facts.h): which mount namespace is the node's, and whether btguardd
- * itself runs in the node's, initial, PID and user namespaces.  Learned
+ * itself runs in the node's, initial, PID, user and network namespaces.  Learned
  * once, first thing at start-up (nodefacts_init()), never again: PID 1
  * does not change namespaces, and btguardd never enters another one.
  *
@@ -21,7 +21,8 @@
  * sees.
  *
  * The decisions are pure functions (nodefacts_pick_mount(),
- * nodefacts_ns_differs(), nodefacts_ns_initial()) for the unit tests.
+ * nodefacts_ns_differs(), nodefacts_ns_initial(), nodefacts_net_initial())
+ * for the unit tests.
  */
 #ifndef BTGUARD_NODEFACTS_H
 #define BTGUARD_NODEFACTS_H
@@ -38,6 +39,12 @@
  */
 #define NODEFACTS_PID_INIT_INO  0xEFFFFFFCu
 #define NODEFACTS_USER_INIT_INO 0xEFFFFFFDu
+/*
+ * The initial network namespace has had a fixed inode only since about
+ * Linux 6.18 (PROC_NET_INIT_INO); before, a number like any other, so
+ * there it is recognised by comparison with PID 1's (or kthreadd's).
+ */
+#define NODEFACTS_NET_INIT_INO  0xEFFFFFF9u
 
 /* One namespace's identity, as stat() of /proc/PID/ns/NAME gives it. */
 struct nodefacts_ns {
@@ -58,6 +65,7 @@ enum nodefacts_mount_source {
 struct nodefacts_self {
 	int pid_ns_initial;
 	int user_ns_initial;
+	int net_ns_initial;
 };
 
 /*
@@ -83,6 +91,14 @@ bool nodefacts_ns_differs(const struct nodefacts_ns *ref, const struct nodefacts
  * 1 yes, 0 no, -1 unknown.
  */
 int nodefacts_ns_initial(const struct nodefacts_ns *ns, unsigned long init_ino, int nspid_n);
+
+/*
+ * Pure: whether ours is the node's network namespace: its inode is the
+ * fixed one of the initial namespace, or it is nodes, the node's (PID 1's
+ * or kthreadd's, read from the initial PID namespace).  1 yes, 0 no, -1
+ * unknown.
+ */
+int nodefacts_net_initial(const struct nodefacts_ns *ours, const struct nodefacts_ns *nodes);
 
 /* "PID 1's", "kthreadd's", "the one btguardd started in", "none". */
 const char *nodefacts_mount_source_name(enum nodefacts_mount_source s);

@@ -135,39 +135,44 @@ static void refused(enum procconn_step step, int err, char *why, size_t why_len)
 	struct procconn_self self = {
 		.pid_ns_initial = node->pid_ns_initial,
 		.user_ns_initial = node->user_ns_initial,
+		.net_ns_initial = node->net_ns_initial,
 		.net_admin = holds_net_admin(),
 	};
 
 	procconn_refusal(step, err, &self, why, why_len);
 }
 
-/* "PID" or "user": a kind of namespace btguardd is not in the initial one of. */
-static const char *foreign_namespaces(const struct procconn_self *self)
-{
-	if (self->pid_ns_initial == 0)
-		return "PID";
-	if (self->user_ns_initial == 0)
-		return "user";
-	return NULL;
-}
-
 void procconn_refusal(enum procconn_step step, int err, const struct procconn_self *self,
 		      char *why, size_t why_len)
 {
-	const char *ns = foreign_namespaces(self);
-	/* The refusals another namespace explains: the kernel serves none of them anyway. */
-	bool ns_explains = (step == PROCCONN_BIND && err == EPERM) ||
-			   (step == PROCCONN_SUBSCRIBE && err == ECONNREFUSED) ||
-			   step == PROCCONN_NO_ANSWER;
+	bool pid = self->pid_ns_initial == 0, user = self->user_ns_initial == 0;
+	/* Another network namespace refuses (ECONNREFUSED), never ignores. */
+	bool net = self->net_ns_initial == 0 && step != PROCCONN_NO_ANSWER;
 
-	if (ns && ns_explains) {
-		if (self->pid_ns_initial == 0 && self->user_ns_initial == 0)
+	/*
+	 * The refusals another namespace explains; the kernel would serve none
+	 * of them anyway, so the namespace is the cause, in this order (a
+	 * container usually has all three, and the PID one is what makes it
+	 * a container).
+	 */
+	if ((step == PROCCONN_BIND && err == EPERM) ||
+	    (step == PROCCONN_SUBSCRIBE && err == ECONNREFUSED) || step == PROCCONN_NO_ANSWER) {
+		if (pid && user) {
 			snprintf(why, why_len, "in PID and user namespaces other than the node's: the "
 				 "kernel gives exec events only to the initial ones");
-		else
+			return;
+		}
+		if (pid || user) {
 			snprintf(why, why_len, "in a %s namespace other than the node's: the kernel "
-				 "gives exec events only to the initial %s namespace", ns, ns);
-		return;
+				 "gives exec events only to the initial %s namespace",
+				 pid ? "PID" : "user", pid ? "PID" : "user");
+			return;
+		}
+		if (net) {
+			snprintf(why, why_len, "in a network namespace other than the node's: the kernel "
+				 "sends exec events only to sockets of the initial network namespace");
+			return;
+		}
 	}
 	switch (step) {
 	case PROCCONN_BIND:

@@ -32,7 +32,8 @@ enum procconn_step {
 /* What the cause of a refusal depends on: 1 yes, 0 no, -1 unknown each. */
 struct procconn_self {
 	int pid_ns_initial;     /* btguardd is in the initial PID namespace */
-	int user_ns_initial;    /* ... and user namespace */
+	int user_ns_initial;    /* ... user namespace */
+	int net_ns_initial;     /* ... network namespace */
 	int net_admin;          /* it holds CAP_NET_ADMIN (effective) */
 };
 
@@ -40,8 +41,8 @@ struct procconn_self {
  * Pure: why the kernel refused at step with err (a positive errno), as
  * one clause for "exec events unavailable: %s".  The cause named is the
  * one that decides: the kernel serves only the initial PID and user
- * namespaces whatever capabilities a process holds, so there no
- * capability is blamed; elsewhere a missing CAP_NET_ADMIN is named when
+ * namespaces, and sockets of the initial network namespace, whatever
+ * capabilities a process holds, so there no capability is blamed; elsewhere a missing CAP_NET_ADMIN is named when
  * it is missing, and a refusal no known rule explains is said as the
  * kernel's refusal with its errno, not a guess.
  */

@@ -11,7 +11,9 @@ namespace of its own, in a PID or user namespace other than the node's.
 2. Where the kernel refuses exec events, the notice names the cause that
    decides: in a PID namespace other than the node's (a container) the
    kernel serves none, whatever capabilities the daemon holds, so no
-   capability is blamed; likewise in a user namespace of its own.
+   capability is blamed; likewise in a user namespace of its own, and in
+   a network namespace of its own (the node agent's container: the host's
+   PIDs, no network, no CAP_NET_ADMIN).
 """
 
 import os
@@ -31,6 +33,9 @@ WARNING = "other-mount-namespace"
 PIDNS_NOTICE = ("exec events unavailable: in a PID namespace other than the node's: the kernel "
                 "gives exec events only to the initial PID namespace; new processes are found "
                 "by the sweep")
+NETNS_NOTICE = ("exec events unavailable: in a network namespace other than the node's: the "
+                "kernel sends exec events only to sockets of the initial network namespace; "
+                "new processes are found by the sweep")
 USERNS_NOTICE = ("exec events unavailable: in a user namespace other than the node's: the "
                  "kernel gives exec events only to the initial user namespace; new processes "
                  "are found by the sweep")
@@ -202,4 +207,18 @@ def test_in_a_user_namespace_the_notice_names_it(tmp_path):
                         args=("--config", str(conf))) as d:
         text = wait_for(d.log_path, "exec events", d.proc)
     assert USERNS_NOTICE in text, text
+    assert "CAP_NET_ADMIN" not in text, text
+
+
+def test_in_a_network_namespace_the_notice_names_it(tmp_path):
+    """The node agent's container: the host's PIDs, a network namespace of
+    its own, no CAP_NET_ADMIN.  The bind fails with EPERM for want of the
+    capability, but the network namespace decides: with it the kernel
+    would refuse the subscription all the same."""
+    need("unshare", "setpriv")
+    conf = exec_events_conf(tmp_path)
+    with running_daemon(prefix=("unshare", "--net", "setpriv", "--bounding-set=-net_admin"),
+                        args=("--config", str(conf))) as d:
+        text = wait_for(d.log_path, "exec events", d.proc)
+    assert NETNS_NOTICE in text, text
     assert "CAP_NET_ADMIN" not in text, text

@@ -3,9 +3,9 @@
  * Unit tests for nodefacts.c's pure parts: which mount namespace is the
  * node's (PID 1's before kthreadd's before the one btguardd started in,
  * which under the shipped unit is its private one), when a process is in
- * another (never on a guess), and how btguardd tells the initial PID and
- * user namespaces from others (the kernel's fixed inode numbers; NSpid
- * with more than one entry).
+ * another (never on a guess), and how btguardd tells the initial PID,
+ * user and network namespaces from others (the kernel's fixed inode
+ * numbers; NSpid with more than one entry; PID 1's network namespace).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,12 +101,31 @@ static void initial_namespaces_by_the_kernels_inode(void **state)
 	assert_int_equal(nodefacts_ns_initial(&unknown, NODEFACTS_USER_INIT_INO, 0), -1);
 }
 
+/*
+ * The initial network namespace's inode is fixed only on recent kernels;
+ * before, ours is the node's when it is PID 1's (or kthreadd's).
+ */
+static void the_network_namespace_by_inode_or_by_pid1s(void **state)
+{
+	struct nodefacts_ns init_net = ns(NODEFACTS_NET_INIT_INO), older_host = ns(4026531992u);
+	struct nodefacts_ns own = ns(4026532600u);
+	(void)state;
+
+	assert_int_equal(nodefacts_net_initial(&init_net, &unknown), 1);
+	assert_int_equal(nodefacts_net_initial(&older_host, &older_host), 1);
+	assert_int_equal(nodefacts_net_initial(&own, &older_host), 0);
+	assert_int_equal(nodefacts_net_initial(&own, &init_net), 0);
+	assert_int_equal(nodefacts_net_initial(&own, &unknown), -1);
+	assert_int_equal(nodefacts_net_initial(&unknown, &older_host), -1);
+}
+
 /* Before nodefacts_init() nothing is known, and nothing is said. */
 static void nothing_known_before_init(void **state)
 {
 	(void)state;
 	assert_int_equal(nodefacts_self()->pid_ns_initial, -1);
 	assert_int_equal(nodefacts_self()->user_ns_initial, -1);
+	assert_int_equal(nodefacts_self()->net_ns_initial, -1);
 	assert_false(nodefacts_other_mount_ns(1));
 }
 
@@ -117,6 +136,7 @@ int main(void)
 		cmocka_unit_test(the_fallbacks_in_order),
 		cmocka_unit_test(differs_only_on_what_was_seen),
 		cmocka_unit_test(initial_namespaces_by_the_kernels_inode),
+		cmocka_unit_test(the_network_namespace_by_inode_or_by_pid1s),
 		cmocka_unit_test(nothing_known_before_init),
 	};
 
