@@ -14,7 +14,7 @@
  * a process without CAP_NET_ADMIN), so the notice says what this kernel
  * did, not what a version number suggests.  In a container the
  * capability is usually missing too, but granting it would not help: the
- * PID namespace is the cause named (procconn_refusal()).  Since 6.6 a
+ * namespace is the cause named (procconn_refusal()).  Since 6.6 a
  * subscriber can ask for one kind of event: exec only, so a busy node's
  * forks and exits never reach us.
  *
