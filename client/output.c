@@ -145,8 +145,8 @@ static const struct {
 	  "TORCH_DISTRIBUTED_DEBUG=DETAIL: torch gathers C++ stacks with its own unwinder "
 	  "(torch::CapturedTraceback), which the backtrace() guard does not cover" },
 	{ PROTO_WARN_MOUNT_NS, "other-mount-namespace",
-	  "the process is in another mount namespace (a container): its object paths are "
-	  "as it sees them, not as this host does" },
+	  "the process is in another mount namespace than the node's (a container): its "
+	  "object paths are as it sees them, not as this host does" },
 };
 
 static const char *file_name(const char *path)

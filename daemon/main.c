@@ -27,6 +27,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
+#include "nodefacts.h"
 #include "pin.h"
 #include "policy.h"
 #include "ptrace.h"
@@ -476,6 +477,8 @@ int main(int argc, char **argv)
 	}
 
 	log_setup(opt.verbose);
+	/* First: what the node's namespaces are, before anything else runs. */
+	nodefacts_init();
 	/*
 	 * Each guard allocates ~1 MiB of stack-walk cache and frees it.  glibc
 	 * would raise its mmap threshold after the first free and serve later

@@ -117,7 +117,7 @@ enum proto_risk {
 /* What the guard does not cover in this process (proto_result.warnings). */
 #define PROTO_WARN_CPP_STACKTRACES 0x01u  /* TORCH_SHOW_CPP_STACKTRACES=1 in its environment */
 #define PROTO_WARN_DIST_DEBUG      0x02u  /* TORCH_DISTRIBUTED_DEBUG=DETAIL in its environment */
-#define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace */
+#define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace than the node's */
 #define PROTO_WARNINGS_KNOWN       0x07u
 
 #define PROTO_UID_UNKNOWN  0xffffffffu
