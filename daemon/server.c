@@ -340,7 +340,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (r < 0)
 		return r;
 	r = watch_new(&srv->queue, cfg->config_path, cfg->config_required, cfg->policy,
-		      &srv->watch);
+		      cfg->policy_error, &srv->watch);
 	if (r < 0)
 		return r;
 	srv->conns.watch = srv->watch;

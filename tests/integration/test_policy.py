@@ -371,15 +371,17 @@ def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, to
         assert set(now) == {"old", "more"} and now["old"]["hits"] == 1, now
 
 
-def test_bad_file_at_start_is_an_error_with_file_and_line(tmp):
+def test_bad_file_is_named_with_file_and_line_by_check_config(tmp):
+    """--check-config says what a start would: FILE:LINE, status 1.  (A
+    start with a bad file serves anyway: test_policy_files.py.)"""
     conf = tmp / "btguardd.conf"
     conf.write_text("[rule a]\naction = guard\n")
-    p = subprocess.run([str(BTGUARDD), "--socket", str(tmp / "s"), "--config", str(conf)],
+    p = subprocess.run([str(BTGUARDD), "--check-config", "--config", str(conf)],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 1, p
     assert f"{conf}:1: rule a selects nothing" in p.stderr, p.stderr
-    p = subprocess.run([str(BTGUARDD), "--socket", str(tmp / "s"), "--config",
-                        str(tmp / "missing.conf")], capture_output=True, text=True, timeout=10)
+    p = subprocess.run([str(BTGUARDD), "--check-config", "--config", str(tmp / "missing.conf")],
+                       capture_output=True, text=True, timeout=10)
     assert p.returncode == 1 and "missing.conf: cannot open" in p.stderr, p.stderr
 
 
