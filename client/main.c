@@ -663,6 +663,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 	struct output_counts *n = &o->out.counts;
 	struct proto_header h;
 	uint32_t count, code;
+	bool policy_noticed = false;
 	int r;
 
 	for (;;) {
@@ -704,6 +705,24 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
 			break;
+		case PROTO_KIND_NOTICE:
+			/* The daemon runs without the policy its files say (btguardd.conf(5)). */
+			if ((o->req.action != PROTO_ACTION_STATUS && o->req.action != PROTO_ACTION_POLICY) ||
+			    *nresults || proto_decode_notice(payload, h.length, text, sizeof(text)) < 0)
+				return fail(EXIT_FAILED, "the daemon sent a malformed notice");
+			fflush(stdout);
+			fputs(PROGRAM ": warning: ", stderr);
+			output_text(stderr, text);
+			fputc('\n', stderr);
+			if (o->req.action == PROTO_ACTION_POLICY) {
+				policy_noticed = true;
+				if (o->out.format == OUTPUT_JSON) {
+					fputs("{\"policy_error\": \"", stdout);
+					output_json_string(stdout, text);
+					fputs("\"}\n", stdout);
+				}
+			}
+			break;
 		case PROTO_KIND_DONE:
 			if (proto_decode_done(payload, h.length, &count) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed end of reply");
@@ -719,7 +738,8 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
 				if (!count && o->out.format != OUTPUT_JSON)
 					puts("no policy rules");
-				return EXIT_OK;
+				/* The rules shown are not the files': monitoring must see it. */
+				return policy_noticed ? EXIT_FAILED : EXIT_OK;
 			}
 			if (count != *nresults)
 				return fail(EXIT_FAILED, "the daemon announced %" PRIu32
