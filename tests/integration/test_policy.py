@@ -110,7 +110,10 @@ def rule_records(d, pid, rule, level="info"):
 
 
 def rules(d):
-    return {r["rule"]: r for r in d.ctl("policy", check=0).results}
+    """The rules in force (after a failed reload, `policy` also says so and exits 1)."""
+    r = d.ctl("policy", check=None)
+    assert r.rc in (0, 1), r
+    return {x["rule"]: x for x in r.results if "rule" in x}
 
 
 # ------------------------------------------------------------------ rules --
@@ -347,6 +350,9 @@ def test_bad_reload_keeps_the_old_policy_and_names_file_and_line(tmp, victim, to
         r = d.ctl("reload", json=False, check=1)
         assert f"{conf}:7:" in r.stderr and "frobnicate" in r.stderr, r
         assert set(rules(d)) == {"old"}
+        # ... and `policy` says so until a reload succeeds.
+        r = d.ctl("policy", check=1)
+        assert r.results[0]["policy_error"].startswith(f"the last reload failed: {conf}:7:"), r
         # SIGHUP says the same in the log and keeps it too.
         os.kill(d.pid, signal.SIGHUP)
         deadline = time.monotonic() + 5
