@@ -12,6 +12,7 @@ others, a file over the size limit.  Each refusal must be
 """
 
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -87,7 +88,7 @@ def test_a_fifo_drop_in_is_refused_at_once_and_others_are_served(conf):
         status = d.ctl("status", os.getpid(), check=None, timeout=QUICK)
         th.join(QUICK + 5)
         assert time.monotonic() - t0 < QUICK
-        assert status.rc in (0, 3) and len(status.results) == 1, status
+        assert status.rc in (0, 4) and len(status.results) == 1, status
         r = got["reload"]
         assert not isinstance(r, Exception), r
         assert r.rc == 1 and f"{fifo}: refused: a FIFO, not a regular file" in r.stderr, r
@@ -96,7 +97,7 @@ def test_a_fifo_drop_in_is_refused_at_once_and_others_are_served(conf):
     assert check_config(conf).returncode == 1
     with running_daemon(args=("--config", str(conf))) as d:
         assert f"{fifo}: refused: a FIFO, not a regular file" in d.log()
-        assert d.ctl("status", os.getpid(), check=None, timeout=QUICK).rc in (0, 3)
+        assert d.ctl("status", os.getpid(), check=None, timeout=QUICK).rc in (0, 4)
 
 
 # ------------------------------------------------------------- not trusted --
@@ -184,16 +185,32 @@ def test_only_name_conf_drop_ins_are_read(conf):
 
 # ------------------------------------------------ a wrong policy at start --
 
-def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, victim):
+def notified_status(ns, want):
+    """The first sd_notify STATUS= text containing want (they come once a second)."""
+    deadline = time.monotonic() + QUICK
+    while time.monotonic() < deadline:
+        for line in ns.recv(4096).decode().split("\n"):
+            if line.startswith("STATUS=") and want in line:
+                return line
+    pytest.fail(f"no STATUS= with {want!r}")
+
+
+def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, tmp):
     bad = dropins(conf) / "10-typo.conf"
     bad.write_text(rule("typo", "/nonexistent/btg-typo") + "frobnicate = 1\n")
     where = f"{bad}:4: unknown key \"frobnicate\""
-    with running_daemon(args=("--config", str(conf))) as d:
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(str(tmp / "notify"))
+    ns.settimeout(QUICK)
+    with ns, running_daemon(args=("--config", str(conf)),
+                            env={"NOTIFY_SOCKET": str(tmp / "notify")}) as d:
         assert d.proc.poll() is None
         assert f"critical: policy not loaded: {where}" in d.log(), d.log()
+        # `systemctl status` shows it too.
+        assert notified_status(ns, "policy NOT in force (btguardctl policy); ")
         # Manual requests are served; status and policy say what is wrong.
         r = d.ctl("status", os.getpid(), json=False, check=None, timeout=QUICK)
-        assert r.rc in (0, 3) and f"{os.getpid()}:" in r.stdout, r
+        assert r.rc in (0, 4) and f"{os.getpid()}:" in r.stdout, r
         assert f"warning: policy not loaded: {where}; no policy rules are in force" in r.stderr, r
         r = d.ctl("policy", check=1, timeout=QUICK)
         assert r.results == [{"policy_error": f"policy not loaded: {where}; no policy rules "
