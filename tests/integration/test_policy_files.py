@@ -195,7 +195,7 @@ def notified_status(ns, want):
     pytest.fail(f"no STATUS= with {want!r}")
 
 
-def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, tmp):
+def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, tmp, test_user):
     bad = dropins(conf) / "10-typo.conf"
     bad.write_text(rule("typo", "/nonexistent/btg-typo") + "frobnicate = 1\n")
     where = f"{bad}:4: unknown key \"frobnicate\""
@@ -217,6 +217,10 @@ def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, tmp):
                                               "are in force"}], r
         r = d.ctl("policy", json=False, check=1, timeout=QUICK)
         assert r.stdout == "no policy rules\n" and where in r.stderr, r
+        # Another user learns only that root has something to see: the text names rules.
+        r = d.ctl("status", 1, json=False, check=1, timeout=QUICK, user=test_user)
+        assert "warning: the daemon's policy is not what its files say (root sees why: " \
+               "btguardctl policy)" in r.stderr and str(bad) not in r.stderr, r
         # Fixed and reloaded: the rules are in force and nothing is said any more.
         bad.write_text(rule("typo", "/nonexistent/btg-typo"))
         d.ctl("reload", check=0, timeout=QUICK)
