@@ -44,6 +44,7 @@ enum proto_kind {
 	PROTO_KIND_DONE    = 3,
 	PROTO_KIND_ERROR   = 4,
 	PROTO_KIND_RULE    = 5,   /* version 3: one policy rule, answering POLICY */
+	PROTO_KIND_NOTICE  = 6,   /* later in version 3: about the daemon, before a STATUS or POLICY answer */
 };
 
 enum proto_action {
@@ -224,6 +225,8 @@ int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap
 int proto_encode_done(uint32_t count, uint8_t *buf, size_t cap);
 int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t cap);
 int proto_encode_rule(const struct proto_rule *rule, uint8_t *buf, size_t cap);
+/* A NOTICE: 1..PROTO_MAX_MESSAGE bytes of text (longer is cut), -EINVAL for an empty one. */
+int proto_encode_notice(const char *message, uint8_t *buf, size_t cap);
 
 /*
  * Why a decoder refused a message, for the peer that sent it: the error
@@ -252,6 +255,7 @@ int proto_decode_done(const uint8_t *payload, size_t len, uint32_t *ret_count);
 int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 		       char *message, size_t message_cap);
 int proto_decode_rule(const uint8_t *payload, size_t len, struct proto_rule *ret);
+int proto_decode_notice(const uint8_t *payload, size_t len, char *message, size_t message_cap);
 
 /* Names for humans and JSON; never NULL. */
 const char *proto_action_name(unsigned action);        /* "guard" */
