@@ -60,6 +60,7 @@
 
 #include "arch.h"
 #include "exec.h"
+#include "follows.h"
 #include "log.h"
 #include "procfs.h"
 #include "ptrace.h"
@@ -80,6 +81,7 @@ enum phase {
 struct exec_job {
 	pid_t pid;
 	struct auth_caller caller;
+	bool slot;                     /* holds one of follows' slots for caller.uid */
 	struct ptrace_follow f;
 	enum phase phase;
 	struct proto_result *res;
@@ -97,6 +99,10 @@ struct exec_job {
 };
 
 static const uint64_t loader_calls[] = ARCH_LOADER_SYSCALLS;
+
+/* The node's follows, shared out between users (follows.h). */
+static struct follows slots;
+_Static_assert(FOLLOWS_MAX <= PTRACE_MAX_FOLLOW, "every slot needs a follower");
 
 static bool is_exec_call(uint64_t nr)
 {
@@ -418,19 +424,43 @@ void exec_end(struct exec_job *j)
 	/* Every answer let it go; this only guards against a broken caller. */
 	if (j->f.seized)
 		ptrace_follow_release(&j->f, 0);
+	if (j->slot)
+		follows_put(&slots, j->caller.uid);
 	sites_free(&j->sites);
 	free(j);
+}
+
+/*
+ * How long ago the process started (its fork), from its start time in
+ * clock ticks since boot (/proc/PID/stat, which counts CLOCK_BOOTTIME).
+ * 0 when unknown: then the follow is bounded from now.
+ */
+static uint64_t process_age_ms(uint64_t starttime)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec now;
+	uint64_t start_ms, now_boot_ms;
+
+	if (!starttime || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) < 0)
+		return 0;
+	start_ms = starttime * 1000u / (uint64_t)hz;
+	now_boot_ms = timespec_to_ms(&now);
+	return now_boot_ms > start_ms ? now_boot_ms - start_ms : 0;
 }
 
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
 	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **ret)
 {
+	char why[PROTO_MAX_MESSAGE + 1];
 	struct exec_job *j;
 	pid_t *tids = NULL;
 	size_t ntids = 0;
+	uint64_t age_ms;
+	uint32_t hold_ms;
 	int r;
 
-	(void)pin;   /* the tracer sees the exit first: the PID cannot be reused under us */
+	/* The pin is only read for its age: the tracer sees the exit first,
+	 * so the PID cannot be reused under us. */
 	*ret = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
 	r = procfs_list_tasks(pid, &tids, &ntids);
@@ -448,21 +478,37 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 		r = -EINVAL;
 		goto out_answer;
 	}
+	age_ms = process_age_ms(pin->starttime);
+	hold_ms = follows_hold_ms(age_ms, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
+	if (hold_ms == 0) {
+		snprintf(res->message, sizeof(res->message),
+			 "process %d started %" PRIu64 " s ago; a follow lasts at most %u s from a process's start (from its fork to its exec); not followed",
+			 pid, age_ms / 1000, FOLLOWS_MAX_HOLD_MS / 1000);
+		r = -BTG_ERR_LIMIT;
+		goto out_answer;
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		r = -ENOMEM;
 		goto out_answer;
 	}
+	r = follows_take(&slots, caller->uid, why, sizeof(why));
+	if (r < 0) {
+		snprintf(res->message, sizeof(res->message), "process %d not followed: %s", pid, why);
+		free(j);
+		goto out_answer;
+	}
+	j->slot = true;
 	j->pid = pid;
 	j->caller = *caller;
 	j->res = res;
 	j->last_nr = UINT64_MAX;
-	timespec_after_ms(&j->deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
+	timespec_after_ms(&j->deadline, hold_ms);
 	r = ptrace_follow_seize(&j->f, pid);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot follow process %d: %s", pid,
 			 proto_strerror(r));
-		free(j);
+		exec_end(j);
 		r = r == -ESRCH ? -BTG_ERR_GONE : r;
 		goto out_answer;
 	}
