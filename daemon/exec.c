@@ -44,9 +44,11 @@
  * a stop).  PTRACE_O_EXITKILL is never set.
  *
  * Why the event loop stays responsive: each exec_step() handles the stops
- * that come within about EXEC_STEP_MS and returns; queue.c parks the job
- * until its wake time (1 ms after the exec, 2 ms before it) and serves
- * everybody else meanwhile.  A stop costs the process at most that wait.
+ * that come within about EXEC_STEP_MS and returns - at once when none is
+ * there; queue.c parks the job until its wake time (1 ms after the exec,
+ * 2 to 16 ms before it) and serves everybody else meanwhile.  A stop costs
+ * the process at most that wait.  So the loop follows a whole node's
+ * tasks at once (follows.h: who may take how many slots).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -68,7 +70,8 @@
 #include "timeutil.h"
 
 #define EXEC_STEP_MS       2u     /* one step's work, at most (as ACTION_STEP_US) */
-#define WAKE_BEFORE_MS     2u     /* waiting for the exec */
+#define WAKE_BEFORE_MS     2u     /* waiting for the exec, just after a stop */
+#define WAKE_IDLE_MAX_MS   16u    /* ... and the most it backs off to while quiet */
 #define WAKE_LOADER_MS     1u     /* the loader is at work: come back soon */
 #define MAX_AT_EXEC_OBJECTS 4     /* the executable and its loader */
 
@@ -91,6 +94,7 @@ struct exec_job {
 	uint64_t last_nr;              /* the last system call entered, UINT64_MAX: none yet */
 	int exec_errno;                /* the last failed execve(), or 0 */
 	unsigned loader_calls;
+	uint32_t wake_before_ms;       /* the next wait for the exec: doubles while quiet */
 	bool wrote;
 	char exe[PATH_MAX];            /* the new program, for the answer */
 	char objects[MAX_AT_EXEC_OBJECTS][PATH_MAX];  /* mapped by the exec itself */
@@ -372,7 +376,14 @@ static int on_status(struct exec_job *j, int status)
 int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 {
 	struct timespec until, now, left;
-	bool resumed = true;   /* a stop usually follows a resume within microseconds */
+	/*
+	 * Waited for only after a resume of this step, when a stop usually
+	 * follows within microseconds.  A step that finds nothing returns at
+	 * once: a process waiting for its go (a task until slurmstepd lets the
+	 * step exec) may sit there for seconds, and a follow that waited out
+	 * each step would take a whole turn of the loop from every other.
+	 */
+	bool resumed = j->phase == PHASE_SEIZED, stopped = false;   /* interrupted: as resumed */
 	int status, r;
 
 	timespec_after_ms(&until, EXEC_STEP_MS);
@@ -384,6 +395,7 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			return finish(j, r == -ESRCH ? -BTG_ERR_GONE : r);
 		if (r == 0)
 			break;
+		stopped = true;
 		r = on_status(j, status);
 		if (r == EXEC_ARMED) {
 			snprintf(j->res->message, sizeof(j->res->message),
@@ -407,7 +419,16 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			 "process %d did not exec before the deadline; let go, nothing was written", j->pid);
 		return finish(j, -ETIMEDOUT);
 	}
-	*ret_wake_ms = now_ms() + (j->phase == PHASE_LOADER ? WAKE_LOADER_MS : WAKE_BEFORE_MS);
+	/*
+	 * Before the exec, a quiet process is looked at less and less often
+	 * (2, 4 ... 16 ms): many followed tasks cost the loop little, and a
+	 * stop waits at most that long; after a stop, soon again.
+	 */
+	if (stopped || j->phase == PHASE_LOADER)
+		j->wake_before_ms = WAKE_BEFORE_MS;
+	else if (j->wake_before_ms < WAKE_IDLE_MAX_MS)
+		j->wake_before_ms = j->wake_before_ms ? 2 * j->wake_before_ms : WAKE_BEFORE_MS;
+	*ret_wake_ms = now_ms() + (j->phase == PHASE_LOADER ? WAKE_LOADER_MS : j->wake_before_ms);
 	return EXEC_AGAIN;
 }
 
