@@ -10,6 +10,12 @@ are shared out between users: no user can make them fail for others.
       and another user's `guard --at-exec` still guard their programs from
       the first instruction.  Before: the node's table held 64 follows in
       all, the user took every one, and root's `run` was refused `limit`.
+  test_many_follows_do_not_slow_the_loop
+      root follows 400 sleeping processes at once (a large step's tasks
+      before slurmstepd lets them exec); root's next request is answered
+      at once.  Before: each follow's step waited 2 ms for a stop that did
+      not come, so every request of root's waited a whole round of them
+      (0.8 s here; a step's later tasks were armed slower and slower).
   test_at_exec_deadline_limits
       --deadline goes up to 600000 ms with --at-exec (a follow waits for an
       exec, which a large step's launch may hold back for minutes), and
@@ -25,7 +31,8 @@ import time
 
 import pytest
 
-from conftest import running_daemon, stop_started, thread_problems, tracer_pid, user_prefix
+from conftest import (ACTION_AT_EXEC, RESULT_ARMED, Wire, decode_result, encode_request,
+                      running_daemon, stop_started, thread_problems, tracer_pid, user_prefix)
 
 PER_UID = 32          # daemon/follows.h FOLLOWS_PER_UID
 CONNS_PER_UID = 64    # daemon/conn.h SERVER_MAX_CONNS_PER_UID: all one user may ask at once
@@ -136,6 +143,53 @@ def test_one_user_cannot_take_every_follow_slot(daemon, test_user, other_user, v
         for p in arming:
             stop_started(p)
         # The follows' clients are gone: every sleeper is let go, untouched.
+        for s in sleepers:
+            assert untraced(s.pid), f"sleeper {s.pid} left traced or stopped"
+            stop_started(s)
+
+
+MANY = 400
+# Before: the time of a round of MANY 2 ms waits (0.8 s), for every request.  After: ms.
+ANSWER_BOUND_S = 0.3
+
+
+def connect(daemon):
+    """A Wire, waiting while the listen backlog is full (EAGAIN)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            return Wire(daemon.socket)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_many_follows_do_not_slow_the_loop(daemon):
+    sleepers, wires = [], []
+    try:
+        for _ in range(MANY):
+            sleepers.append(subprocess.Popen(["sleep", "600"]))   # exec'd once Popen returns
+        for s in sleepers:
+            w = connect(daemon)
+            wires.append(w)
+            w.send(encode_request(ACTION_AT_EXEC, [s.pid], deadline_ms=60000))
+        for w, s in zip(wires, sleepers):
+            _, payload = w.recv()
+            r = decode_result(payload)
+            assert (r.pid, r.error, r.flags) == (s.pid, 0, RESULT_ARMED), r
+        took = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            daemon.ctl("status", os.getpid(), check=0)
+            took.append(time.monotonic() - t0)
+        print(f"root's status with {MANY} follows waiting: {min(took):.3f} s at best")
+        # The best of five: the machine is shared, the daemon's cost is the floor.
+        assert min(took) < ANSWER_BOUND_S, took
+        daemon.alive()
+    finally:
+        for w in wires:
+            w.close()
         for s in sleepers:
             assert untraced(s.pid), f"sleeper {s.pid} left traced or stopped"
             stop_started(s)
