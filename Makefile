@@ -256,6 +256,8 @@ install: all man
 	done
 	install -D -m 0644 completion/btguardctl $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
+	# Examples to copy into btguardd.conf.d, never read from here.
+	install -D -m 0644 -t $(DESTDIR)$(DOCDIR)/examples etc/examples/python-at-exec.conf
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
 	sed 's|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.socket > $(DESTDIR)$(UNITDIR)/btguardd.socket
