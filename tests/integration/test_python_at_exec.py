@@ -33,6 +33,7 @@ SHIPPED_GLOB = "exe = /usr/bin/python3*"
 RULES = ["python-at-exec", "torch-greenlet"]
 LISTENING = "exec events: listening to the proc connector"
 UNGUARDED_RUNS = 3
+GUARDED_RUNS = 2
 RUN_TIMEOUT = 180
 ERRORS = "errors 20 ok"              # 4 greenlets x 5 rounds
 
@@ -119,16 +120,21 @@ def test_greenlet_after_torch_survives_under_the_example(tmp_path, interpreter, 
     conf.write_text(scoped_example(interpreter, token))
     with running_daemon(args=("--config", str(conf))) as d:
         assert LISTENING in d.log(), d.log()[-3000:]
-        p = subprocess.Popen([str(interpreter), str(WORKLOAD)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, preexec_fn=_no_core)
-        try:
-            out, err = p.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        assert p.returncode == 0, (p.returncode, out, err, d.log()[-3000:])
-        assert out.splitlines()[-1] == ERRORS, out
+        pids = set()
+        for _ in range(GUARDED_RUNS):
+            p = subprocess.Popen([str(interpreter), str(WORKLOAD)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, preexec_fn=_no_core)
+            try:
+                out, err = p.communicate(timeout=RUN_TIMEOUT)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            assert p.returncode == 0, (p.returncode, out, err, d.log()[-3000:])
+            assert out.splitlines()[-1] == ERRORS, out
+            pids.add(p.pid)
         r = rules(d)
-        assert set(r["python-at-exec"]["last_pids"]) == {p.pid}, r
+        # The interpreter rule took each run (again once torch had mapped
+        # libunwind's backtrace(): a second site); the at-risk rule none.
+        assert set(r["python-at-exec"]["last_pids"]) == pids, r
         assert r["torch-greenlet"]["hits"] == 0, r
