@@ -15,6 +15,7 @@ example is loaded byte for byte, a drop-in excludes every process.
 """
 
 import os
+import re
 import resource
 import shutil
 import signal
@@ -25,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, running_daemon
+
+SERVICE = REPO / "systemd" / "btguardd.service.in"
 
 EXAMPLE = REPO / "etc" / "examples" / "python-at-exec.conf"
 WORKLOAD = REPO / "tests" / "workloads" / "torch_then_greenlet.py"
@@ -109,6 +112,39 @@ def test_shipped_example_loads_as_it_is(tmp_path):
         by = {x["rule"]: x for x in r}
         assert by["python-at-exec"]["match"] == "exe=/usr/bin/python3*", r
         assert by["torch-greenlet"]["match"] == "at-risk", r
+        assert LISTENING in d.log(), d.log()[-3000:]
+
+
+def bounding_set(text):
+    """The capabilities of a unit text's CapabilityBoundingSet= lines, which
+    systemd merges, as setpriv names them."""
+    caps = [c for m in re.findall(r"^\s*#?\s*CapabilityBoundingSet=(.*)$", text, re.M)
+            for c in m.split()]
+    assert caps and all(c.startswith("CAP_") for c in caps), caps
+    return [c[len("CAP_"):].lower() for c in caps]
+
+
+def test_the_drop_in_it_names_gives_exec_events_in_the_units_sandbox(tmp_path):
+    """The example tells the admin to add a capability to the unit for exec
+    events: with the unit's bounding set and that line (and no_new_privs),
+    the daemon listens.  (The unit's alone may not do on every kernel:
+    test_units.py.)"""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv not installed")
+    service = [ln for ln in SERVICE.read_text().splitlines()
+               if ln.startswith("CapabilityBoundingSet=")]
+    assert len(service) == 1, service
+    added = bounding_set(EXAMPLE.read_text())
+    assert added == ["net_admin"], added
+    caps = bounding_set(service[0]) + added
+    conf = tmp_path / "btguardd.conf"
+    shutil.copy(EXAMPLE, conf)
+    (tmp_path / "btguardd.conf.d").mkdir()
+    (tmp_path / "btguardd.conf.d" / "nothing.conf").write_text(
+        "[exclude everything]\nall = yes\n")
+    prefix = ["setpriv", "--bounding-set=-all," + ",".join("+" + c for c in caps),
+              "--no-new-privs"]
+    with running_daemon(prefix=prefix, args=("--config", str(conf))) as d:
         assert LISTENING in d.log(), d.log()[-3000:]
 
 
