@@ -54,7 +54,9 @@ static void plan_follows_and_undoes_the_first_instruction(void **state)
 	/* push %rbp -> pop %rbp */
 	check_plan(debian, 1, "\x5d\x31\xc0\xc3", 4);
 	/* sub $0x48,%rsp -> add $0x48,%rsp */
-	check_plan(plain + 10, 4, "\x48\x83\xc4\x48\x31\xc0\xc3", 7);
+	static const uint8_t sub_rsp[16] = { 0x48, 0x83, 0xec, 0x48, 0x64, 0x48, 0x8b, 0x04,
+					     0x25, 0x28, 0x00, 0x00, 0x00, 0x48, 0x89, 0x45 };
+	check_plan(sub_rsp, 4, "\x48\x83\xc4\x48\x31\xc0\xc3", 7);
 	/* push %rsp is not followed (nothing compiled starts so): at the entry. */
 	static const uint8_t push_rsp[16] = { 0x54, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
 					      0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 };
