@@ -240,4 +240,17 @@ MUTANTS = [
     ("a target compared only with the processes kcmp would not sort", "daemon/vmindex.c",
      [("\treturn bucket == want || bucket == VMINDEX_ANY;", "\treturn (bucket == want && 0) || bucket == VMINDEX_ANY;")],
      ["unit", "test_vmshare.py::test_a_request_for_many_finds_sharers_through_the_index"]),
+    # -- text a process chose (proto/escape.c) --
+    ("the table prints a command line raw", "client/output.c",
+     [("\toutput_text(f, cmd);", "\tfputs(cmd, f);")],
+     ["test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
+    ("JSON escaping one control short (U+001F raw)", "proto/escape.c",
+     [("\treturn cp < 0x20 ||", "\treturn cp < 0x1f ||")],
+     ["unit"]),
+    ("C1 controls passed raw", "proto/escape.c",
+     [("(cp >= 0x7f && cp <= 0x9f)", "cp == 0x7f")],
+     ["unit", "test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
+    ("bidi isolates passed raw", "proto/escape.c",
+     [(" || (cp >= 0x2066 && cp <= 0x2069);", ";")],
+     ["unit", "test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
 ]
