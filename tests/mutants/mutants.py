@@ -253,4 +253,11 @@ MUTANTS = [
     ("bidi isolates passed raw", "proto/escape.c",
      [(" || (cp >= 0x2066 && cp <= 0x2069);", ";")],
      ["unit", "test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
+    # -- a second round of survivors (issue 29) --
+    ("--user NAME sent as the user's gid", "client/main.c",
+     [("o->req.sel.uid = (uint32_t)pw->pw_uid;", "o->req.sel.uid = (uint32_t)pw->pw_gid;")],
+     ["test_select.py::test_user_by_name_is_its_uid_not_its_gid"]),
+    ("an empty TORCH_SHOW_CPP_STACKTRACES= taken as on", "daemon/report.c",
+     [("\treturn value[0] && strcmp(value, \"0\") != 0;", "\treturn strcmp(value, \"0\") != 0;")],
+     ["test_select.py::test_environment_warnings"]),
 ]
