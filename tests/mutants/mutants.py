@@ -260,4 +260,7 @@ MUTANTS = [
     ("an empty TORCH_SHOW_CPP_STACKTRACES= taken as on", "daemon/report.c",
      [("\treturn value[0] && strcmp(value, \"0\") != 0;", "\treturn strcmp(value, \"0\") != 0;")],
      ["test_select.py::test_environment_warnings"]),
+    ("a Slurm step ID one character too long copied into its fixed buffer", "client/slurm.c",
+     [("if (len == 0 || len >= SLURM_MAX_STEP)", "if (len == 0 || len > SLURM_MAX_STEP)")],
+     ["unit", "test_client_cli.py::test_longest_slurm_step_is_taken_and_one_more_is_a_usage_error"]),
 ]
