@@ -267,4 +267,7 @@ MUTANTS = [
      [("return !strcmp(f, \"libc10.so\") || !strncmp(f, \"libc10.so.\", 10);",
        "return !strcmp(f, \"libc10.so\");")],
      ["unit"]),
+    ("--at-exec accepted on a multi-threaded process", "daemon/exec.c",
+     [("\tif (ntids != 1) {", "\tif (ntids < 1) {")],
+     ["test_atexec.py::test_at_exec_of_a_two_thread_process_is_refused_at_once"]),
 ]
