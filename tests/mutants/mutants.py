@@ -270,4 +270,8 @@ MUTANTS = [
     ("--at-exec accepted on a multi-threaded process", "daemon/exec.c",
      [("\tif (ntids != 1) {", "\tif (ntids < 1) {")],
      ["test_atexec.py::test_at_exec_of_a_two_thread_process_is_refused_at_once"]),
+    ("bash completion's help parser stops at a wrapped heading (no selector offered)",
+     "completion/btguardctl",
+     [("\t\t\tif [[ $after_blank ]]; then", "\t\t\tif true; then")],
+     ["test_completion.py::test_selectors_and_options_are_those_of_help"]),
 ]
