@@ -7,10 +7,12 @@
  * initial network namespace (that is where its connector socket lives: a
  * private one, as PrivateNetwork= makes, gets ECONNREFUSED), answers only
  * requesters in the initial user and PID namespaces (others are ignored:
- * no acknowledgement comes), and before Linux 6.6 wants CAP_NET_ADMIN for
- * the subscription (bind() then fails with EPERM).  Since 6.6 anyone may
- * listen, and a subscriber can ask for one kind of event: exec only, so a
- * busy node's forks and exits never reach us.
+ * no acknowledgement comes), and may want CAP_NET_ADMIN for the
+ * subscription (bind() then fails with EPERM): every kernel before Linux
+ * 6.6 does, and later ones may still (a 6.18 kernel was seen to), so the
+ * daemon tries rather than reasons from the version.  Since 6.6 a
+ * subscriber can ask for one kind of event: exec only, so a busy node's
+ * forks and exits never reach us.
  *
  * The subscription, in two messages: PROC_CN_MCAST_LISTEN in its old
  * form (the operation alone), whose acknowledgement says whether the
@@ -127,7 +129,7 @@ int procconn_open(char *why, size_t why_len)
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
 		snprintf(why, why_len, "binding to the proc connector: %s%s", strerror(-r),
-			 r == -EPERM ? " (before Linux 6.6 this needs CAP_NET_ADMIN)" : "");
+			 r == -EPERM ? " (this kernel wants CAP_NET_ADMIN for it)" : "");
 		goto out_close;
 	}
 	r = send_op(fd, SEQ_LISTEN, &listen_op, sizeof(listen_op));
