@@ -283,6 +283,22 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 
 #define TABLE_COMMAND_WIDTH 60
 
+/*
+ * cut is the first bytes of whole; where the cut split a UTF-8 character,
+ * ends cut before it, so a long command line is shortened by whole
+ * characters and never shows the cut's halves as invalid bytes.
+ */
+static void cut_at_character(char *cut, const char *whole)
+{
+	size_t n = strlen(cut);
+
+	if (whole[n] == '\0')
+		return;
+	while (n > 0 && ((unsigned char)whole[n] & 0xc0) == 0x80)
+		n--;
+	cut[n] = '\0';
+}
+
 static void print_row(struct output *o, const struct proto_result *res)
 {
 	FILE *f = o->out;
@@ -307,6 +323,7 @@ static void print_row(struct output *o, const struct proto_result *res)
 	else
 		fprintf(f, "%-10s %-8s ", proto_proc_state_name(res->state), risk);
 	snprintf(cmd, sizeof(cmd), "%s", res->command);
+	cut_at_character(cmd, res->command);
 	output_text(f, cmd);
 	fputc('\n', f);
 	if (res->error != BTG_OK) {

@@ -243,7 +243,7 @@ MUTANTS = [
     # -- text a process chose (proto/escape.c) --
     ("the table prints a command line raw", "client/output.c",
      [("\toutput_text(f, cmd);", "\tfputs(cmd, f);")],
-     ["test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
+     ["unit", "test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
     ("JSON escaping one control short (U+001F raw)", "proto/escape.c",
      [("\treturn cp < 0x20 ||", "\treturn cp < 0x1f ||")],
      ["unit"]),
