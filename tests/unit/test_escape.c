@@ -7,6 +7,7 @@
  * either side of each escaped range, in both styles.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -211,6 +212,72 @@ static void escape_string_cuts_at_a_whole_escape(void **state)
 	assert_string_equal(buf, "");
 }
 
+/*
+ * An independent reading of the output: valid UTF-8 (RFC 3629: shortest
+ * form, no surrogate, at most U+10FFFF) holding none of the escaped
+ * characters.  Returns false at the first offence.
+ */
+static bool shown_safely(const char *out)
+{
+	const unsigned char *p = (const unsigned char *)out;
+
+	while (*p) {
+		uint32_t cp;
+		int more;
+
+		if (*p < 0x80) {
+			cp = *p; more = 0;
+		} else if (*p >= 0xc2 && *p <= 0xdf) {
+			cp = *p & 0x1f; more = 1;
+		} else if (*p >= 0xe0 && *p <= 0xef) {
+			cp = *p & 0x0f; more = 2;
+		} else if (*p >= 0xf0 && *p <= 0xf4) {
+			cp = *p & 0x07; more = 3;
+		} else {
+			return false;
+		}
+		p++;
+		for (int i = 0; i < more; i++, p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (*p & 0x3f);
+		}
+		if ((more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+		    (cp >= 0x2066 && cp <= 0x2069))
+			return false;
+	}
+	return true;
+}
+
+/* Every string of one and two bytes, and of three beginning a 3-byte form. */
+static void every_short_input_comes_out_safe(void **state)
+{
+	char in[4] = { 0 };
+	(void)state;
+
+	for (unsigned a = 1; a < 256; a++) {
+		in[0] = (char)a;
+		for (unsigned b = 0; b < 256; b++) {
+			size_t n = b ? 2 : 1;
+
+			in[1] = (char)b;
+			assert_true(shown_safely(esc(in, n, ESCAPE_TEXT)));
+			assert_true(shown_safely(esc(in, n, ESCAPE_JSON)));
+			if (a < 0xe0 || a > 0xef || !b)
+				continue;
+			for (unsigned c = 1; c < 256; c++) {
+				in[2] = (char)c;
+				assert_true(shown_safely(esc(in, 3, ESCAPE_TEXT)));
+				assert_true(shown_safely(esc(in, 3, ESCAPE_JSON)));
+			}
+			in[2] = 0;
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +289,7 @@ int main(void)
 		cmocka_unit_test(a_forged_escape_is_told_apart),
 		cmocka_unit_test(a_hostile_row),
 		cmocka_unit_test(escape_string_cuts_at_a_whole_escape),
+		cmocka_unit_test(every_short_input_comes_out_safe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
