@@ -15,10 +15,10 @@
  *   ESCAPE_TEXT  a terminal or a log line: C0 and DEL as \xNN, C1 and bidi
  *                as \uNNNN, an invalid byte as \xNN, a backslash doubled
  *                (so no escape can be forged by the text itself).
- *   ESCAPE_JSON  the body of a JSON string (RFC 8259, strict): " and \
- *                escaped, \n \r \t \b \f short, other controls, DEL, C1 and
- *                bidi as \u00NN / \uNNNN, an invalid byte as \ufffd (the
- *                output stays valid UTF-8).
+ *   ESCAPE_JSON  the body of a JSON string (RFC 8259, strict): the quote
+ *                and the backslash escaped, \n \r \t \b \f short, other
+ *                controls, DEL, C1 and bidi as \u00NN / \uNNNN, an invalid
+ *                byte as \ufffd (the output stays valid UTF-8).
  */
 #ifndef BTGUARD_PROTO_ESCAPE_H
 #define BTGUARD_PROTO_ESCAPE_H
