@@ -12,11 +12,11 @@ proto/escape.h names (unit-tested byte by byte in tests/unit/test_escape.c).
 
 import json
 import os
+import select
 import shutil
 import subprocess
 
-from conftest import BTGUARDCTL, wait_for, victim_path
-from btg.victims import _wait_ready
+from conftest import BTGUARDCTL, START_TIMEOUT, wait_for, victim_path
 
 # Each sequence a terminal would act on, and how ESCAPE_TEXT shows it.
 HOSTILE = b"\xc2\x9b2K\xe2\x80\xae\xe2\x81\xa6\x1b7m\xff!"
@@ -47,8 +47,9 @@ def hostile_victim(victim):
     env = {**os.environb, b"LD_PRELOAD": lib}
     proc = subprocess.Popen([b"x" + HOSTILE, b"1"], executable=exe, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
-    victim.victims.append(proc)
-    _wait_ready(proc, "idle (hostile names)")
+    victim.victims.append(proc)             # killed at teardown with the others
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+    assert ready and proc.stdout.readline() == b"ready\n", proc.poll()
     return proc, exe, lib
 
 
