@@ -97,7 +97,9 @@ static void print_help(void)
 "            something else; none: no backtrace() loaded) and the risk.\n"
 "  policy    list the daemon's auto-guard rules (btguardd.conf(5)): what each\n"
 "            matches, how many processes it guarded, the last of them\n"
-"            (root only).\n"
+"            (root only).  While the policy files are not in force (wrong\n"
+"            at start-up, or the last reload failed) policy and status warn,\n"
+"            and policy exits 1.\n"
 "  reload    make the daemon read its policy again; if it is wrong, the\n"
 "            error names the file and line and the old policy stays (root\n"
 "            only).\n"
@@ -663,6 +665,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 	struct output_counts *n = &o->out.counts;
 	struct proto_header h;
 	uint32_t count, code;
+	bool policy_noticed = false;
 	int r;
 
 	for (;;) {
@@ -704,6 +707,24 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
 			break;
+		case PROTO_KIND_NOTICE:
+			/* The daemon runs without the policy its files say (btguardd.conf(5)). */
+			if ((o->req.action != PROTO_ACTION_STATUS && o->req.action != PROTO_ACTION_POLICY) ||
+			    *nresults || proto_decode_notice(payload, h.length, text, sizeof(text)) < 0)
+				return fail(EXIT_FAILED, "the daemon sent a malformed notice");
+			fflush(stdout);
+			fputs(PROGRAM ": warning: ", stderr);
+			output_text(stderr, text);
+			fputc('\n', stderr);
+			if (o->req.action == PROTO_ACTION_POLICY) {
+				policy_noticed = true;
+				if (o->out.format == OUTPUT_JSON) {
+					fputs("{\"policy_error\": \"", stdout);
+					output_json_string(stdout, text);
+					fputs("\"}\n", stdout);
+				}
+			}
+			break;
 		case PROTO_KIND_DONE:
 			if (proto_decode_done(payload, h.length, &count) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed end of reply");
@@ -719,7 +740,8 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
 				if (!count && o->out.format != OUTPUT_JSON)
 					puts("no policy rules");
-				return EXIT_OK;
+				/* The rules shown are not the files': monitoring must see it. */
+				return policy_noticed ? EXIT_FAILED : EXIT_OK;
 			}
 			if (count != *nresults)
 				return fail(EXIT_FAILED, "the daemon announced %" PRIu32

@@ -87,8 +87,8 @@ static const struct {
 	  "TORCH_DISTRIBUTED_DEBUG=DETAIL: torch gathers C++ stacks with its own unwinder "
 	  "(torch::CapturedTraceback), which the backtrace() guard does not cover" },
 	{ PROTO_WARN_MOUNT_NS, "other-mount-namespace",
-	  "the process is in another mount namespace (a container): its object paths are "
-	  "as it sees them, not as this host does" },
+	  "the process is in another mount namespace than the node's (a container): its "
+	  "object paths are as it sees them, not as this host does" },
 };
 
 static const char *file_name(const char *path)
@@ -171,9 +171,10 @@ static void print_json(FILE *f, const struct proto_result *res)
 
 		fprintf(f, "%s{\"object\":\"", i ? "," : "");
 		output_json_string(f, s->object);
-		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\",\"bound\":%s}",
+		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\",\"bound\":%s,\"breakpoint\":%s}",
 			s->address, proto_site_state_name(s->state),
-			s->flags & PROTO_SITE_BOUND ? "true" : "false");
+			s->flags & PROTO_SITE_BOUND ? "true" : "false",
+			s->flags & PROTO_SITE_BREAKPOINT ? "true" : "false");
 	}
 	fputc(']', f);
 	if (changes_bytes(res->action))
@@ -224,8 +225,10 @@ static void print_sites(FILE *f, const struct proto_result *res)
 
 		fputs("    ", f);
 		output_text(f, s->object[0] ? s->object : "(unnamed object)");
-		fprintf(f, " 0x%" PRIx64 ": %s%s\n", s->address, proto_site_state_name(s->state),
-			s->flags & PROTO_SITE_BOUND ? " (reached by name)" : "");
+		fprintf(f, " 0x%" PRIx64 ": %s%s%s\n", s->address, proto_site_state_name(s->state),
+			s->flags & PROTO_SITE_BOUND ? " (reached by name)" : "",
+			s->flags & PROTO_SITE_BREAKPOINT ?
+			" (a breakpoint on its entry: a uprobe or a debugger)" : "");
 	}
 }
 

@@ -647,7 +647,7 @@ static void report_clear(struct proto_result *res)
 	res->warnings = 0;
 	res->command[0] = res->reason[0] = '\0';
 	for (unsigned i = 0; i < res->nsites; i++)
-		res->sites[i].flags = 0;
+		res->sites[i].flags &= (uint8_t)~PROTO_SITE_BOUND;
 }
 
 /*

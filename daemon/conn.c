@@ -433,6 +433,25 @@ const struct queue_ops conn_queue_ops = {
 };
 
 /*
+ * A policy that is not in force (watch_problem()) is said before a STATUS
+ * or POLICY answer, as a NOTICE: an operator looking at either learns that
+ * the node runs without the rules written for it.  Only root is told the
+ * file, line and reason (they can name rules, users and commands, as
+ * POLICY does); anyone else that there is something for root to see.
+ */
+static void conn_send_policy_notice(struct conn_set *s, struct conn *c)
+{
+	const char *problem = watch_problem(s->watch);
+
+	if (!problem || c->fd < 0)
+		return;
+	if (c->caller.uid != 0)
+		problem = "the daemon's policy is not what its files say (root sees why: "
+			  "btguardctl policy)";
+	conn_send_encoded(s, c, proto_encode_notice(problem, s->msg, MSG_BUF_SIZE), "NOTICE");
+}
+
+/*
  * POLICY and RELOAD: about the daemon, answered at once, never queued.
  * Root's only (PROTOCOL.md): the rules name users and their commands, and
  * a reload changes what the daemon does to every process.
@@ -464,6 +483,7 @@ static void take_daemon_request(struct conn_set *s, struct conn *c, unsigned act
 					  "DONE");
 		goto out;
 	}
+	conn_send_policy_notice(s, c);
 	while (c->fd >= 0 && watch_rule(s->watch, n, &rule) == 0) {
 		conn_send_encoded(s, c, proto_encode_rule(&rule, s->msg, MSG_BUF_SIZE), "RULE");
 		n++;
@@ -489,6 +509,11 @@ static void take_request(struct conn_set *s, struct conn *c)
 	if (s->req->action == PROTO_ACTION_POLICY || s->req->action == PROTO_ACTION_RELOAD) {
 		take_daemon_request(s, c, s->req->action);
 		return;
+	}
+	if (s->req->action == PROTO_ACTION_STATUS) {
+		conn_send_policy_notice(s, c);
+		if (c->fd < 0)
+			return;   /* closed (freed at the end of the turn): nothing to submit for */
 	}
 	/* Pins its targets from now on; the rest of the work is done in turns. */
 	r = queue_submit(s->queue, &c->work, &c->caller, s->req);

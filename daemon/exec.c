@@ -33,8 +33,8 @@
  * loader's.  A definition is seen at the first system call-stop after its
  * mapping became executable, so no instruction of it - or of anything it
  * could call - has run yet: nothing can be inside the bytes or return
- * into them.  The write itself is patch.c's, one word, read back, undone
- * on a mismatch.
+ * into them.  The write itself is patch.c's, one word (or one pwrite),
+ * read back, undone on a mismatch.
  *
  * Why nothing is left behind if the daemon dies at any moment: no byte of
  * the process is changed except the verified stub; no breakpoint is ever

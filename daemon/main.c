@@ -27,6 +27,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
+#include "nodefacts.h"
 #include "pin.h"
 #include "policy.h"
 #include "ptrace.h"
@@ -48,6 +49,7 @@ struct options {
 	unsigned    idle_exit_s;
 	bool        verbose;
 	const char *config;        /* --config; NULL: the default path, optional */
+	bool        check_config;  /* --check-config: read the policy, say what is wrong, exit */
 };
 
 /* The socket we made ourselves, so we remove exactly that file on exit. */
@@ -66,6 +68,7 @@ static void print_help(FILE *f)
 "\n"
 "SYNOPSIS\n"
 "    btguardd [--socket PATH] [--idle-exit SECONDS] [--config PATH] [--verbose]\n"
+"    btguardd --check-config [--config PATH]\n"
 "    btguardd --help | --version\n"
 "\n"
 "DESCRIPTION\n"
@@ -95,8 +98,16 @@ static void print_help(FILE *f)
 "    -c, --config PATH\n"
 "        Read the auto-guard policy from PATH and PATH.d/*.conf instead of\n"
 "        " POLICY_DEFAULT_PATH " (and its .d).  The default file may be\n"
-"        missing (no policy); PATH must exist.  A file that is wrong stops\n"
-"        the start with FILE:LINE and status 1.  See btguardd.conf(5).\n"
+"        missing (no policy); PATH must exist.  If a file is wrong or not\n"
+"        trusted, btguardd still starts and serves manual requests, with no\n"
+"        policy rules in force, and says why (FILE:LINE) in its log, in\n"
+"        every btguardctl status and in btguardctl policy, until a reload\n"
+"        succeeds.  See btguardd.conf(5).\n"
+"    -t, --check-config\n"
+"        Read the policy (--config PATH, or the default) with the same code\n"
+"        and checks as the daemon, print what is wrong as FILE:LINE: reason\n"
+"        on stderr, and exit: 0 valid, 1 not.  Needs no socket and changes\n"
+"        nothing; for administrators after an edit and for ExecReload=.\n"
 "    -v, --verbose\n"
 "        Also log debug messages (connections, protocol details).\n"
 "    -h, --help\n"
@@ -144,8 +155,9 @@ static void print_help(FILE *f)
 "        error is logged with FILE:LINE and the policy in force stays.\n"
 "\n"
 "EXIT STATUS\n"
-"    0   orderly stop (signal or --idle-exit)\n"
-"    1   runtime failure (not root, socket in use or unusable, ...)\n"
+"    0   orderly stop (signal or --idle-exit); --check-config: the policy is valid\n"
+"    1   runtime failure (not root, socket in use or unusable, ...);\n"
+"        --check-config: the policy is not valid\n"
 "    2   usage error\n"
 "\n"
 "FILES\n"
@@ -189,6 +201,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 		{ "socket",    required_argument, NULL, 's' },
 		{ "idle-exit", required_argument, NULL, 'i' },
 		{ "config",    required_argument, NULL, 'c' },
+		{ "check-config", no_argument,    NULL, 't' },
 		{ "verbose",   no_argument,       NULL, 'v' },
 		{ "help",      no_argument,       NULL, 'h' },
 		{ "version",   no_argument,       NULL, 'V' },
@@ -198,12 +211,15 @@ static void parse_options(int argc, char **argv, struct options *opt)
 
 	/* We print our own diagnostics, in the same form as the others. */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:i:c:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:i:c:tvhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			if (!optarg[0])
 				usage_error("--config wants a path");
 			opt->config = optarg;
+			break;
+		case 't':
+			opt->check_config = true;
 			break;
 		case 's':
 			if (!optarg[0])
@@ -457,6 +473,28 @@ static void remove_own_socket(const struct own_socket *own)
 		log_msg(LOG_WARNING, "cannot remove %s: %s", own->path, strerror(errno));
 }
 
+/*
+ * --check-config: policy_load(), the very code a start or a reload runs,
+ * and nothing else - no root needed, no socket, no log set-up.
+ */
+static int check_config(const char *path, bool required)
+{
+	struct policy_error perr;
+	struct policy *p;
+	char why[PATH_MAX + 300];
+	int r = policy_load(path, required, &p, &perr);
+
+	if (r < 0) {
+		policy_error_format(&perr, why, sizeof(why));
+		fprintf(stderr, "%s\n", why);
+		return EXIT_RUNTIME;
+	}
+	printf("%s: valid: %zu rule(s), %zu guard rule(s), sweep every %u ms\n", path, p->nrules,
+	       p->nguard, p->interval_ms);
+	policy_unref(p);
+	return EXIT_ORDERLY;
+}
+
 int main(int argc, char **argv)
 {
 	struct options opt = { 0 };
@@ -464,9 +502,13 @@ int main(int argc, char **argv)
 	struct server_config cfg = { .listen_fd = -1 };
 	const char *path, *allow, *policy_path;
 	struct policy_error perr;
+	static char policy_why[PATH_MAX + 300];
 	int fd, r;
 
 	parse_options(argc, argv, &opt);
+	policy_path = opt.config ? opt.config : POLICY_DEFAULT_PATH;
+	if (opt.check_config)
+		return check_config(policy_path, opt.config != NULL);
 
 	allow = getenv("BTGUARD_ALLOW_NONROOT");
 	if (geteuid() != 0 && !(allow && strcmp(allow, "1") == 0)) {
@@ -476,6 +518,8 @@ int main(int argc, char **argv)
 	}
 
 	log_setup(opt.verbose);
+	/* First: what the node's namespaces are, before anything else runs. */
+	nodefacts_init();
 	/*
 	 * Each guard allocates ~1 MiB of stack-walk cache and frees it.  glibc
 	 * would raise its mmap threshold after the first free and serve later
@@ -489,15 +533,25 @@ int main(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 
-	/* Before the socket: a wrong policy is an error at once, not later. */
-	policy_path = opt.config ? opt.config : POLICY_DEFAULT_PATH;
+	/*
+	 * A wrong policy file must not leave the node without a daemon (a
+	 * typo before a reboot would): we serve manual requests with no rules
+	 * in force, and say why in the log now and in every STATUS and
+	 * POLICY answer (watch_problem()) until a reload succeeds.
+	 */
 	r = policy_load(policy_path, opt.config != NULL, &cfg.policy, &perr);
-	if (r < 0) {
-		char why[PATH_MAX + 300];
-
-		policy_error_format(&perr, why, sizeof(why));
-		log_msg(LOG_ERR, "%s", why);
+	if (r == -ENOMEM) {
+		log_msg(LOG_ERR, "cannot read the policy: %s", strerror(-r));
 		return EXIT_RUNTIME;
+	}
+	if (r < 0) {
+		policy_error_format(&perr, policy_why, sizeof(policy_why));
+		log_msg(LOG_CRIT, "policy not loaded: %s; serving manual requests with no policy "
+			"rules in force (fix it, then: btguardctl reload)", policy_why);
+		cfg.policy = policy_new();
+		if (!cfg.policy)
+			return EXIT_RUNTIME;
+		cfg.policy_error = policy_why;
 	}
 	if (cfg.policy->nrules)
 		log_msg(LOG_INFO, "policy from %s: %zu rule(s), %zu guard rule(s), sweep every %u ms",

@@ -33,8 +33,9 @@
  *        scans past a large process's first few on a second thread
  *        (scanwork.c), and every verdict is in before 4g; if one finds
  *        something, resume all, back off, retry;
- *     g. write each site with one ptrace word, read it back, and if any read
- *        back differs restore every word already written;
+ *     g. write each site with one ptrace word (aarch64's undo and stub: one
+ *        pwrite of /proc/TID/mem, ptrace.c), read it back, and if any read
+ *        back differs restore every site already written;
  *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
@@ -109,6 +110,7 @@ void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 
 		ps->address = sites->v[i].addr;
 		ps->state = (uint8_t)sites->v[i].state;
+		ps->flags = sites->v[i].breakpoint ? PROTO_SITE_BREAKPOINT : 0;
 		snprintf(ps->object, sizeof(ps->object), "%s%s", sites->v[i].object,
 			 sites->v[i].deleted ? " (deleted)" : "");
 	}
@@ -209,8 +211,8 @@ static void plan_spans(struct attempt *a)
 
 		if (!needs_write(a, s))
 			continue;
-		a->spans[a->nspans].lo = site_word_addr(s);
-		a->spans[a->nspans].hi = site_word_addr(s) + s->plan.len;
+		a->spans[a->nspans].lo = site_change_lo(s);
+		a->spans[a->nspans].hi = site_change_lo(s) + s->held.len;
 		a->nspans++;
 	}
 	a->check_us = 0;
@@ -322,6 +324,36 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	return r;
 }
 
+/*
+ * Writes s's change (or its original bytes) through tid and reads every
+ * word back: 0, or why not.  One word is one PTRACE_POKETEXT; a longer
+ * change (aarch64's undo and stub) is one ptrace_poke_bytes(), so a daemon
+ * killed meanwhile never leaves part of it.
+ */
+static int write_site(pid_t tid, const struct site *s, bool guarded)
+{
+	uint8_t bytes[SITE_CTX_LEN];
+	int r;
+
+	if (site_nwords(s) == 1) {
+		r = ptrace_poke_word(tid, site_word_addr(s, 0), site_word(s, 0, guarded));
+	} else {
+		if (guarded)
+			stub_apply(s->orig, s->ctx_len, &s->held, bytes);
+		else
+			memcpy(bytes, s->orig, s->ctx_len);
+		r = ptrace_poke_bytes(tid, site_change_lo(s), bytes + s->held.offset, s->held.len);
+	}
+	for (size_t k = 0; r == 0 && k < site_nwords(s); k++) {
+		uint64_t got;
+
+		r = ptrace_peek_word(tid, site_word_addr(s, k), &got);
+		if (r == 0 && got != site_word(s, k, guarded))
+			r = -BTG_ERR_VERIFY;
+	}
+	return r;
+}
+
 /* Step 4g: writes every planned site, verifying each; undoes all on a mismatch. */
 int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
 		      size_t why_len)
@@ -331,20 +363,15 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 
 	for (i = 0; i < sites->n; i++) {
 		struct site *s = &sites->v[i];
-		uint64_t want = site_word(s, guard), got;
 
 		if (!wants_write(guard, s))
 			continue;
-		r = ptrace_poke_word(tid, site_word_addr(s), want);
-		if (r == 0)
-			r = ptrace_peek_word(tid, site_word_addr(s), &got);
+		r = write_site(tid, s, guard);
 		if (r == -ESRCH)  /* the thread we write through was killed while held */
 			r = -BTG_ERR_GONE;
-		if (r == 0 && got != want)
-			r = -BTG_ERR_VERIFY;
 		if (r < 0) {
 			snprintf(why, why_len, "writing %s at 0x%" PRIx64 ": %s", s->object,
-				 site_word_addr(s), proto_strerror(r));
+				 site_change_lo(s), proto_strerror(r));
 			break;
 		}
 	}
@@ -361,23 +388,18 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 	/*
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
-	 * fully as it was.  Writing a site's original word again is harmless.
+	 * fully as it was.  Writing a site's original bytes again is harmless.
 	 * An undo that fails is a broken promise: keep undoing the others, and
 	 * say so loudly.
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &sites->v[j];
 		bool wrote = wants_write(guard, s);   /* the states still say what was planned */
-		uint64_t back = site_word(s, !guard), got = ~back;
 		int u;
 
 		if (!wrote)
 			continue;
-		u = ptrace_poke_word(tid, site_word_addr(s), back);
-		if (u == 0)
-			u = ptrace_peek_word(tid, site_word_addr(s), &got);
-		if (u == 0 && got != back)
-			u = -BTG_ERR_VERIFY;
+		u = write_site(tid, s, !guard);
 		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
 		if (u == -ESRCH)
 			continue;
@@ -385,9 +407,9 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 			size_t len = strlen(why);
 
 			snprintf(why + len, why_len - len, "; restoring %s at 0x%" PRIx64 " failed too: %s",
-				 s->object, site_word_addr(s), proto_strerror(u));
+				 s->object, site_change_lo(s), proto_strerror(u));
 			log_msg(LOG_CRIT, "process %d left with %s at 0x%" PRIx64 " neither original nor guarded",
-				pid, s->object, site_word_addr(s));
+				pid, s->object, site_change_lo(s));
 			r = -BTG_ERR_INTERNAL;
 		}
 	}

@@ -73,8 +73,9 @@ int patch_cancel(struct patch_job *j, int err, const char *why);
  * Step 4g alone, for a caller that holds every task of pid stopped and has
  * checked that none can be inside the bytes (exec.c: at a system call of
  * a new program, before any of its code ran): writes each site that guard
- * (or unguard) changes with one ptrace word through tid, reads it back,
- * and on any failure restores every word written.  0, or -BTG_ERR_VERIFY,
+ * (or unguard) changes with one write through tid (a ptrace word, or
+ * aarch64's 12 bytes in one pwrite), reads it back, and on any failure
+ * restores every site written.  0, or -BTG_ERR_VERIFY,
  * -BTG_ERR_GONE, -BTG_ERR_INTERNAL (an undo failed), ... with why filled.
  * The sites' states say what was written.
  */

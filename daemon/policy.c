@@ -14,16 +14,11 @@
  * exist, their values, duplicates, a rule that selects nothing - is ours.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <ini.h>
 
@@ -444,121 +439,6 @@ int policy_parse_buf(struct policy *p, const char *file, const char *buf, size_t
 	if (r == -2)
 		return -ENOMEM;
 	return ps.failed ? -EINVAL : 0;
-}
-
-/* ------------------------------------------------------------- files -- */
-
-static int user_by_name(const char *name, uid_t *ret)
-{
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-
-	if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return -ENOENT;
-	*ret = res->pw_uid;
-	return 0;
-}
-
-static int load_file(struct policy *p, const char *path, bool required, struct policy_error *err)
-{
-	struct stat st;
-	char *buf = NULL;
-	ssize_t n;
-	int fd, r;
-
-	memset(err, 0, sizeof(*err));
-	snprintf(err->file, sizeof(err->file), "%s", path);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		r = -errno;
-		if (r == -ENOENT && !required)
-			return 0;
-		snprintf(err->text, sizeof(err->text), "cannot open: %s", strerror(-r));
-		return r;
-	}
-	r = -EINVAL;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err->text, sizeof(err->text), "not a regular file");
-		goto out_close;
-	}
-	if (st.st_size > POLICY_MAX_FILE_SIZE) {
-		snprintf(err->text, sizeof(err->text), "larger than %u bytes", POLICY_MAX_FILE_SIZE);
-		goto out_close;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	r = -ENOMEM;
-	if (!buf)
-		goto out_close;
-	n = read(fd, buf, (size_t)st.st_size + 1);
-	if (n < 0 || n > st.st_size) {
-		r = n < 0 ? -errno : -EINVAL;
-		snprintf(err->text, sizeof(err->text), "cannot read: %s",
-			 n < 0 ? strerror(-r) : "it grew while being read");
-		goto out_free;
-	}
-	r = policy_parse_buf(p, path, buf, (size_t)n, user_by_name, err);
-out_free:
-	free(buf);
-out_close:
-	close(fd);
-	return r;
-}
-
-static int conf_filter(const struct dirent *d)
-{
-	size_t n = strlen(d->d_name);
-
-	return d->d_name[0] != '.' && n > 5 && !strcmp(d->d_name + n - 5, ".conf");
-}
-
-static int name_order(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-int policy_load(const char *path, bool required, struct policy **ret, struct policy_error *err)
-{
-	struct policy *p = policy_new();
-	struct dirent **names = NULL;
-	char dir[PATH_MAX], file[PATH_MAX];
-	int n, r;
-
-	memset(err, 0, sizeof(*err));
-	if (!p)
-		return -ENOMEM;
-	r = load_file(p, path, required, err);
-	if (r < 0)
-		goto out_free;
-	snprintf(dir, sizeof(dir), "%s.d", path);
-	n = scandir(dir, &names, conf_filter, name_order);
-	if (n < 0 && errno != ENOENT && errno != ENOTDIR) {
-		r = -errno;
-		snprintf(err->file, sizeof(err->file), "%s", dir);
-		snprintf(err->text, sizeof(err->text), "cannot list: %s", strerror(-r));
-		goto out_free;
-	}
-	for (int i = 0; i < n; i++) {
-		if (r == 0 && i >= (int)POLICY_MAX_FILES) {
-			snprintf(err->file, sizeof(err->file), "%s", dir);
-			snprintf(err->text, sizeof(err->text), "more than %u drop-ins",
-				 POLICY_MAX_FILES);
-			r = -EINVAL;
-		}
-		if (r == 0) {
-			snprintf(file, sizeof(file), "%s/%s", dir, names[i]->d_name);
-			r = load_file(p, file, true, err);
-		}
-		free(names[i]);
-	}
-	free(names);
-	if (r < 0)
-		goto out_free;
-	*ret = p;
-	return 0;
-
-out_free:
-	policy_unref(p);
-	return r;
 }
 
 void policy_error_format(const struct policy_error *err, char *buf, size_t len)

@@ -19,8 +19,9 @@
  *     exe = sshd                 ; never guarded automatically, whatever rule matches
  *
  * Parsing and matching are pure (the user resolver is the caller's), so
- * unit tests and the fuzzer drive them over buffers.  policy_load() is the
- * only function that reads files.
+ * unit tests and the fuzzer drive them over buffers.  policy_load()
+ * (policyfile.c) is the only function that reads files, and only files
+ * that root alone can change (SECURITY.md), never waiting on one.
  */
 #ifndef BTGUARD_POLICY_H
 #define BTGUARD_POLICY_H
@@ -28,6 +29,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "select.h"
@@ -91,10 +93,24 @@ int policy_parse_buf(struct policy *p, const char *file, const char *buf, size_t
 /*
  * Reads path and then path.d/ *.conf (in byte order of the names) into a
  * new policy.  A missing path is an empty policy unless `required`; a
- * missing drop-in directory is fine.  0 with *ret set, or -errno with
- * *err filled.
+ * missing drop-in directory is fine.  Each file must be a regular file of
+ * at most POLICY_MAX_FILE_SIZE bytes that passes policy_trust_check(), in
+ * directories that do, up to /; nothing is waited on.  0 with *ret set,
+ * or -errno with *err filled ("FILE: refused: ..." for a file not read).
  */
 int policy_load(const char *path, bool required, struct policy **ret, struct policy_error *err);
+
+/* Whether a name in path.d/ is a drop-in: NAME.conf, not hidden (not x.conf~ nor README). */
+bool policy_dropin_name(const char *name);
+
+/*
+ * sshd's StrictModes rule for a policy file or a directory above one:
+ * owned by root (or by self, the daemon's uid) and writable by nobody
+ * else; a directory owned by root with the sticky bit (/tmp) may be
+ * writable by others.  0, or -EPERM with why ("owned by uid 1000, not
+ * root", "writable by others (mode 0666)").
+ */
+int policy_trust_check(const struct stat *st, uid_t self, char *why, size_t len);
 
 /* Formats err as "FILE:LINE: TEXT" into buf. */
 void policy_error_format(const struct policy_error *err, char *buf, size_t len);

@@ -7,10 +7,14 @@
  * initial network namespace (that is where its connector socket lives: a
  * private one, as PrivateNetwork= makes, gets ECONNREFUSED), answers only
  * requesters in the initial user and PID namespaces (others are ignored:
- * no acknowledgement comes), and may want CAP_NET_ADMIN for the
- * subscription (bind() then fails with EPERM): every kernel before Linux
- * 6.6 does, and later ones may still (a 6.18 kernel was seen to), so the
- * daemon tries rather than reasons from the version.  Since 6.6 a
+ * no acknowledgement comes, whatever capabilities they hold), and wants
+ * CAP_NET_ADMIN over the network namespace's user namespace for the bind
+ * (EPERM without).  Linux 6.6 let anyone bind to the proc group; not
+ * every kernel since does (6.18.44 as built for our test machine refuses
+ * a process without CAP_NET_ADMIN), so the notice says what this kernel
+ * did, not what a version number suggests.  In a container the
+ * capability is usually missing too, but granting it would not help: the
+ * namespace is the cause named (procconn_refusal()).  Since 6.6 a
  * subscriber can ask for one kind of event: exec only, so a busy node's
  * forks and exits never reach us.
  *
@@ -23,6 +27,7 @@
  * count (later ones also lower it when the socket goes).
  */
 #include <errno.h>
+#include <linux/capability.h>
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
 #include <linux/netlink.h>
@@ -30,8 +35,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "nodefacts.h"
 #include "procconn.h"
 
 /*
@@ -72,7 +79,8 @@ static int send_op(int fd, uint32_t seq, const void *data, size_t len)
 /*
  * The kernel's answer to our LISTEN, queued before send() returned (the
  * connector runs the request in the sender's context).  Nothing queued
- * means it ignored us: another user or PID namespace.
+ * means it ignored us (-ENOTCONN, why left to the caller): another user
+ * or PID namespace.
  */
 static int read_ack(int fd, char *why, size_t why_len)
 {
@@ -84,11 +92,8 @@ static int read_ack(int fd, char *why, size_t why_len)
 		const struct cn_msg *cn;
 		struct proc_event ev;
 
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			snprintf(why, why_len, "the proc connector did not answer (btguardd is not in the "
-				 "initial user and PID namespaces)");
-			return -ENOTCONN;
-		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return -ENOTCONN;   /* ignored: the caller explains it */
 		if (n < 0) {
 			snprintf(why, why_len, "reading the proc connector's answer: %s", strerror(errno));
 			return -errno;
@@ -112,6 +117,89 @@ static int read_ack(int fd, char *why, size_t why_len)
 	return -EPROTO;
 }
 
+/* Whether btguardd holds CAP_NET_ADMIN now (effective): 1, 0, or -1 unknown. */
+static int holds_net_admin(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -1;
+	return (data[CAP_NET_ADMIN / 32].effective >> (CAP_NET_ADMIN % 32)) & 1u;
+}
+
+static void refused(enum procconn_step step, int err, char *why, size_t why_len)
+{
+	const struct nodefacts_self *node = nodefacts_self();
+	struct procconn_self self = {
+		.pid_ns_initial = node->pid_ns_initial,
+		.user_ns_initial = node->user_ns_initial,
+		.net_ns_initial = node->net_ns_initial,
+		.net_admin = holds_net_admin(),
+	};
+
+	procconn_refusal(step, err, &self, why, why_len);
+}
+
+void procconn_refusal(enum procconn_step step, int err, const struct procconn_self *self,
+		      char *why, size_t why_len)
+{
+	bool pid = self->pid_ns_initial == 0, user = self->user_ns_initial == 0;
+	/* Another network namespace refuses (ECONNREFUSED), never ignores. */
+	bool net = self->net_ns_initial == 0 && step != PROCCONN_NO_ANSWER;
+
+	/*
+	 * The refusals another namespace explains; the kernel would serve none
+	 * of them anyway, so the namespace is the cause, in this order (a
+	 * container usually has all three, and the PID one is what makes it
+	 * a container).
+	 */
+	if ((step == PROCCONN_BIND && err == EPERM) ||
+	    (step == PROCCONN_SUBSCRIBE && err == ECONNREFUSED) || step == PROCCONN_NO_ANSWER) {
+		if (pid && user) {
+			snprintf(why, why_len, "in PID and user namespaces other than the node's: the "
+				 "kernel gives exec events only to the initial ones");
+			return;
+		}
+		if (pid || user) {
+			snprintf(why, why_len, "in a %s namespace other than the node's: the kernel "
+				 "gives exec events only to the initial %s namespace",
+				 pid ? "PID" : "user", pid ? "PID" : "user");
+			return;
+		}
+		if (net) {
+			snprintf(why, why_len, "in a network namespace other than the node's: the kernel "
+				 "sends exec events only to sockets of the initial network namespace");
+			return;
+		}
+	}
+	switch (step) {
+	case PROCCONN_BIND:
+		if (err != EPERM)
+			snprintf(why, why_len, "binding to the proc connector: %s", strerror(err));
+		else if (self->net_admin == 0)
+			snprintf(why, why_len, "binding to the proc connector: the kernel refused it "
+				 "(EPERM) to a process without CAP_NET_ADMIN");
+		else
+			snprintf(why, why_len, "binding to the proc connector: the kernel refused it "
+				 "(EPERM: %s)", strerror(err));
+		return;
+	case PROCCONN_SUBSCRIBE:
+		snprintf(why, why_len, "subscribing to the proc connector: %s%s", strerror(err),
+			 err == ECONNREFUSED ? " (not in the initial network namespace)" : "");
+		return;
+	case PROCCONN_NO_ANSWER:
+		if (self->pid_ns_initial == 1 && self->user_ns_initial == 1)
+			snprintf(why, why_len, "the proc connector did not answer");
+		else
+			snprintf(why, why_len, "the proc connector did not answer (it answers only "
+				 "the initial user and PID namespaces)");
+		return;
+	}
+	snprintf(why, why_len, "the proc connector refused: %s", strerror(err));
+}
+
 int procconn_open(char *why, size_t why_len)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC };
@@ -128,17 +216,17 @@ int procconn_open(char *why, size_t why_len)
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = -errno;
-		snprintf(why, why_len, "binding to the proc connector: %s%s", strerror(-r),
-			 r == -EPERM ? " (this kernel wants CAP_NET_ADMIN for it)" : "");
+		refused(PROCCONN_BIND, -r, why, why_len);
 		goto out_close;
 	}
 	r = send_op(fd, SEQ_LISTEN, &listen_op, sizeof(listen_op));
 	if (r < 0) {
-		snprintf(why, why_len, "subscribing to the proc connector: %s%s", strerror(-r),
-			 r == -ECONNREFUSED ? " (not in the initial network namespace)" : "");
+		refused(PROCCONN_SUBSCRIBE, -r, why, why_len);
 		goto out_close;
 	}
 	r = read_ack(fd, why, why_len);
+	if (r == -ENOTCONN)
+		refused(PROCCONN_NO_ANSWER, 0, why, why_len);
 	if (r < 0)
 		goto out_close;
 	/* Exec events only, where the kernel can filter (6.6); ignored before. */

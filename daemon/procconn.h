@@ -16,10 +16,38 @@
 
 /*
  * Opens a non-blocking socket subscribed to exec events: the descriptor,
- * or -errno with why filled ("binding to the proc connector: Operation not
- * permitted", ...), nothing left open.
+ * or -errno with why filled (procconn_refusal()'s sentence where the
+ * kernel refused, "opening a proc connector socket: ..." otherwise),
+ * nothing left open.
  */
 int procconn_open(char *why, size_t why_len);
+
+/* Where the kernel refused the subscription. */
+enum procconn_step {
+	PROCCONN_BIND,          /* bind() to the CN_IDX_PROC group failed with err */
+	PROCCONN_SUBSCRIBE,     /* sending PROC_CN_MCAST_LISTEN failed with err */
+	PROCCONN_NO_ANSWER,     /* it was sent, and ignored (err 0) */
+};
+
+/* What the cause of a refusal depends on: 1 yes, 0 no, -1 unknown each. */
+struct procconn_self {
+	int pid_ns_initial;     /* btguardd is in the initial PID namespace */
+	int user_ns_initial;    /* ... user namespace */
+	int net_ns_initial;     /* ... network namespace */
+	int net_admin;          /* it holds CAP_NET_ADMIN (effective) */
+};
+
+/*
+ * Pure: why the kernel refused at step with err (a positive errno), as
+ * one clause for "exec events unavailable: %s".  The cause named is the
+ * one that decides: the kernel serves only the initial PID and user
+ * namespaces, and sockets of the initial network namespace, whatever
+ * capabilities a process holds, so there no capability is blamed; elsewhere a missing CAP_NET_ADMIN is named when
+ * it is missing, and a refusal no known rule explains is said as the
+ * kernel's refusal with its errno, not a guess.
+ */
+void procconn_refusal(enum procconn_step step, int err, const struct procconn_self *self,
+		      char *why, size_t why_len);
 
 /* Unsubscribes and closes fd (-1 is fine). */
 void procconn_close(int fd);

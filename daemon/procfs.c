@@ -549,6 +549,22 @@ int procfs_read_pid_record(pid_t pid, const char *name, size_t max, char **ret, 
 	return read_path(path, max, true, ret, ret_len);
 }
 
+int procfs_ns_identity(pid_t pid, const char *name, dev_t *ret_dev, ino_t *ret_ino)
+{
+	char path[64];
+	struct stat st;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, name);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", name);
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	*ret_dev = st.st_dev;
+	*ret_ino = st.st_ino;
+	return 0;
+}
+
 int procfs_read_maps(pid_t pid, struct procfs_mapping **ret, size_t *ret_n)
 {
 	char *buf;

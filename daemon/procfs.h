@@ -168,4 +168,13 @@ int procfs_read_pid_file(pid_t pid, const char *name, size_t max, char **ret, si
  */
 int procfs_read_pid_record(pid_t pid, const char *name, size_t max, char **ret, size_t *ret_len);
 
+/*
+ * The identity of a namespace of PID (0: btguardd itself) from
+ * /proc/PID/ns/NAME ("mnt", "pid", "user"): the nsfs device and inode,
+ * which name one namespace node-wide whatever /proc it is read through.
+ * -ESRCH when the process is gone, -EACCES / -EPERM when not allowed
+ * (reading it is a ptrace access check).
+ */
+int procfs_ns_identity(pid_t pid, const char *name, dev_t *ret_dev, ino_t *ret_ino);
+
 #endif

@@ -21,6 +21,7 @@
  * (strictly, per tracer thread) kernel state too.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -1021,6 +1022,38 @@ int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret)
 int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word)
 {
 	return ptrace_call(PTRACE_POKETEXT, tid, addr, word, NULL);
+}
+
+/*
+ * Two PTRACE_POKETEXTs are two system calls, and a daemon killed between
+ * them would leave half a change in a process that then runs on.  One
+ * pwrite() to /proc/TID/mem is one access_remote_vm() under the target's
+ * mmap lock, and within one page it takes no fault that a fatal signal
+ * could cut short (__get_user_pages() checks for one between pages): the
+ * bytes land whole or not at all.  It writes read-only text the way
+ * POKETEXT does (FOLL_FORCE), which the kernel grants to the task's tracer
+ * whatever proc_mem.force_override says.  The poke fault counts it.
+ */
+int ptrace_poke_bytes(pid_t tid, uint64_t addr, const uint8_t *bytes, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd, r;
+
+	if (len == 0 || len > PTRACE_POKE_BYTES_MAX ||
+	    addr / PTRACE_POKE_PAGE != (addr + len - 1) / PTRACE_POKE_PAGE)
+		return -EINVAL;
+	r = fault_before_ptrace(PTRACE_POKETEXT);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)tid);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	n = pwrite(fd, bytes, len, (off_t)addr);
+	r = n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+	close(fd);
+	return r;
 }
 
 /* ------------------------------------------------ following an exec -- */

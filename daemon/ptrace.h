@@ -155,6 +155,16 @@ int ptrace_peek_word(pid_t tid, uint64_t addr, uint64_t *ret);
 int ptrace_poke_word(pid_t tid, uint64_t addr, uint64_t word);
 
 /*
+ * len bytes (at most PTRACE_POKE_BYTES_MAX, inside one 4 KiB page) written
+ * through a task we hold, in one write: a change longer than a word that
+ * must land whole even if the daemon is killed halfway (ptrace.c says why
+ * it does).  -EINVAL for a span that crosses a page.
+ */
+#define PTRACE_POKE_BYTES_MAX 64u
+#define PTRACE_POKE_PAGE      4096u
+int ptrace_poke_bytes(pid_t tid, uint64_t addr, const uint8_t *bytes, size_t len);
+
+/*
  * Tasks we seized but could not detach because they never reached a stop
  * (e.g. stuck in uninterruptible sleep past every deadline) are parked
  * here; ptrace_reap_orphans() detaches them once they stop.  The server

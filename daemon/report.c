@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "facts.h"
+#include "nodefacts.h"
 #include "procfs.h"
 #include "report.h"
 #include "select.h"
@@ -107,23 +107,6 @@ unsigned report_env_warnings(const char *env, size_t len, const char **ret_prelo
 	return w;
 }
 
-/* Whether pid lives in another mount namespace than the daemon. */
-static bool other_mount_ns(pid_t pid)
-{
-	static struct stat ours;   /* the daemon never changes its own */
-	static bool have_ours;
-	struct stat theirs;
-	char path[64];
-
-	if (!have_ours && stat("/proc/self/ns/mnt", &ours) < 0)
-		return false;
-	have_ours = true;
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	if (stat(path, &theirs) < 0)
-		return false;
-	return ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev;
-}
-
 static void fill_risk(const struct facts *f, int bound, struct proto_result *res)
 {
 	const char *torch = NULL, *coroutine = NULL;
@@ -188,7 +171,7 @@ void report_fill(pid_t via, const struct report_known *known, struct proto_resul
 	snprintf(res->command, sizeof(res->command), "%s", f.cmdline);
 	if (procfs_read_pid_record(via, "environ", ENVIRON_MAX, &env, &len) == 0)
 		res->warnings |= (uint8_t)report_env_warnings(env, len, &preload);
-	if (other_mount_ns(via))
+	if (nodefacts_other_mount_ns(via))
 		res->warnings |= PROTO_WARN_MOUNT_NS;
 	for (unsigned i = 0; i < res->nsites; i++)
 		objects[i] = res->sites[i].object;

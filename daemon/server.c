@@ -163,8 +163,10 @@ static void notify_status(struct server *srv, uint64_t now)
 		return;
 	const struct conn_set *cs = &srv->conns;
 
-	snprintf(text, sizeof(text), "%u client%s, %llu request%s served", cs->nconns,
-		 cs->nconns == 1 ? "" : "s", (unsigned long long)cs->requests_served,
+	/* `systemctl status` shows it: a node running without its policy is said there too. */
+	snprintf(text, sizeof(text), "%s%u client%s, %llu request%s served",
+		 watch_problem(srv->watch) ? "policy NOT in force (btguardctl policy); " : "",
+		 cs->nconns, cs->nconns == 1 ? "" : "s", (unsigned long long)cs->requests_served,
 		 cs->requests_served == 1 ? "" : "s");
 	srv->status_pending = strcmp(text, srv->status) != 0;
 	if (!srv->status_pending || now - srv->status_sent < STATUS_INTERVAL_MS)
@@ -340,7 +342,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (r < 0)
 		return r;
 	r = watch_new(&srv->queue, cfg->config_path, cfg->config_required, cfg->policy,
-		      &srv->watch);
+		      cfg->policy_error, &srv->watch);
 	if (r < 0)
 		return r;
 	srv->conns.watch = srv->watch;

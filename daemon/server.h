@@ -18,6 +18,7 @@ struct server_config {
 	struct policy *policy;     /* read at start-up, may have no rules */
 	const char *config_path;   /* read again on SIGHUP and RELOAD */
 	bool config_required;      /* --config: a missing file is an error */
+	const char *policy_error;  /* "FILE:LINE: what" when policy is an empty stand-in */
 };
 
 /*

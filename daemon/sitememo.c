@@ -147,6 +147,7 @@ bool sitememo_get(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		s->ctx_len = m->ctx_len;
 		memcpy(s->orig, m->orig, sizeof(s->orig));
 		s->plan = m->plan;
+		s->held = m->plan;
 	}
 	list.n = e->nsites;
 	e->last_used = ++tick;

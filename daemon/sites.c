@@ -24,6 +24,7 @@
 #include "elf.h"
 #include "procfs.h"
 #include "objcache.h"
+#include "ptrace.h"
 #include "sitememo.h"
 #include "sites.h"
 
@@ -189,6 +190,17 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	memcpy(s->orig, bytes, ctx);
 	if (stub_plan(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
+	/*
+	 * A change of several words lands whole only inside one page
+	 * (ptrace_poke_bytes()); across a page boundary the stub goes at the
+	 * entry, in one word, as it did before it followed first instructions.
+	 */
+	if (s->plan.nwords > 1 &&
+	    (addr + s->plan.offset) / PTRACE_POKE_PAGE !=
+	    (addr + s->plan.offset + s->plan.len - 1) / PTRACE_POKE_PAGE &&
+	    stub_plan_at_entry(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
+		return -BTG_ERR_ELF;
+	s->held = s->plan;
 	list->n++;
 	return 0;
 }
@@ -362,6 +374,28 @@ out_free:
 	return r;
 }
 
+/*
+ * s->state, ->held and ->breakpoint from s->mem.  Bytes that are foreign to
+ * the plan may be a stub an older btguard put at the entry (before it
+ * stepped over first instructions): guarded all the same, and an unguard
+ * puts the original back where that stub is.
+ */
+static void classify(struct site *s)
+{
+	struct stub_plan at_entry;
+
+	s->held = s->plan;
+	s->state = stub_classify(s->orig, s->mem, s->ctx_len, &s->plan, &s->breakpoint);
+	if (s->state != PROTO_SITE_FOREIGN ||
+	    stub_plan_at_entry(s->orig, s->ctx_len, arch_cpu_features(), &at_entry) < 0)
+		return;
+	if (stub_classify(s->orig, s->mem, s->ctx_len, &at_entry, &s->breakpoint) ==
+	    PROTO_SITE_GUARDED) {
+		s->held = at_entry;
+		s->state = PROTO_SITE_GUARDED;
+	}
+}
+
 int sites_read(pid_t pid, struct site_list *list)
 {
 	for (size_t i = 0; i < list->n; i++) {
@@ -370,7 +404,7 @@ int sites_read(pid_t pid, struct site_list *list)
 
 		if (r < 0)
 			return r;
-		s->state = stub_classify(s->orig, s->mem, s->ctx_len, &s->plan);
+		classify(s);
 	}
 	return 0;
 }
@@ -394,21 +428,33 @@ int sites_proc_state(const struct site_list *list)
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }
 
-uint64_t site_word_addr(const struct site *s)
+size_t site_nwords(const struct site *s)
 {
-	return s->addr + s->plan.offset;
+	return s->held.nwords;
 }
 
-uint64_t site_word(const struct site *s, bool guarded)
+uint64_t site_change_lo(const struct site *s)
+{
+	return s->addr + s->held.offset;
+}
+
+uint64_t site_word_addr(const struct site *s, size_t k)
+{
+	return site_change_lo(s) + k * ARCH_WORD_LEN;
+}
+
+uint64_t site_word(const struct site *s, size_t k, bool guarded)
 {
 	uint8_t bytes[SITE_CTX_LEN];
+	size_t at = s->held.offset + k * ARCH_WORD_LEN;
 	uint64_t w;
 
+	/* stub_plan() checked that every word lies inside ctx_len. */
 	if (guarded)
-		stub_apply(s->orig, s->ctx_len, &s->plan, bytes);
+		stub_apply(s->orig, s->ctx_len, &s->held, bytes);
 	else
 		memcpy(bytes, s->orig, s->ctx_len);
-	memcpy(&w, bytes + s->plan.offset, sizeof(w));
+	memcpy(&w, bytes + at, sizeof(w));
 	return w;
 }
 

@@ -29,8 +29,10 @@ struct site {
 	size_t   ctx_len;              /* bytes compared: [addr, addr + ctx_len) */
 	uint8_t  orig[SITE_CTX_LEN];   /* from the object file */
 	uint8_t  mem[SITE_CTX_LEN];    /* as last read from the target */
-	struct stub_plan plan;
+	struct stub_plan plan;         /* where a guard puts the stub */
+	struct stub_plan held;         /* the plan mem follows: plan, or an older btguard's */
 	int      state;                /* enum proto_site_state, from mem */
+	bool     breakpoint;           /* a uprobe's or debugger's, over the first instruction */
 };
 
 struct site_list {
@@ -61,9 +63,15 @@ int sites_read(pid_t pid, struct site_list *list);
 /* The process state the sites add up to (enum proto_proc_state). */
 int sites_proc_state(const struct site_list *list);
 
-/* The ptrace word that carries a site's stub, and its two possible values. */
-uint64_t site_word_addr(const struct site *s);
-uint64_t site_word(const struct site *s, bool guarded);
+/*
+ * The ptrace words that carry a site's change (s->held: the bytes as they
+ * are decide where they go back), the k-th's address and its two values.
+ */
+size_t site_nwords(const struct site *s);
+uint64_t site_word_addr(const struct site *s, size_t k);
+uint64_t site_word(const struct site *s, size_t k, bool guarded);
+/* The bytes a write changes: [site_change_lo(s), + s->held.len). */
+uint64_t site_change_lo(const struct site *s);
 
 void sites_free(struct site_list *list);
 

@@ -2,30 +2,45 @@
 /*
  * The guard stub: where it goes in a function, what the guarded bytes look
  * like, and how to tell original, guarded and foreign bytes apart.  Pure
- * functions over byte arrays; the CPU facts come from arch.h.
+ * functions over byte arrays; the CPU facts come from arch_stub.h.
  */
 #ifndef BTGUARD_STUB_H
 #define BTGUARD_STUB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "arch_stub.h"
 
 struct stub_plan {
-	size_t  offset;                 /* from the function entry: after a landing pad */
-	size_t  len;                    /* ARCH_STUB_LEN */
-	uint8_t bytes[ARCH_STUB_LEN];
+	size_t  offset;                 /* from the entry: past the first instruction, or 0 */
+	size_t  len;                    /* bytes changed from offset on: an undo, then the stub */
+	size_t  nwords;                 /* ptrace words carrying them, the first at offset */
+	uint8_t bytes[ARCH_CHANGE_MAX];
 };
 
 /*
  * Plans the stub for a function whose original first bytes are
  * code[0..len), on a CPU with the ARCH_FEATURE_* bits in features (the
- * daemon passes arch_cpu_features(); tests pass what they test).  A known
- * landing pad stays first and the stub follows it.  The stub and the ptrace
- * word that carries it must fit: -EINVAL when len < offset + ARCH_WORD_LEN.
+ * daemon passes arch_cpu_features(); tests pass what they test).  The first
+ * instruction is never covered when the stub can follow it: a landing pad
+ * stays first and the stub follows it; an instruction arch_entry_undo()
+ * knows stays first and the stub follows it, undoing it first.  Any other
+ * first instruction is covered (offset 0): a breakpoint placed there later
+ * would break the stub (SECURITY.md).  The words that carry the change
+ * must fit: -EINVAL when len < offset + nwords * ARCH_WORD_LEN.
  */
 int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret);
+
+/*
+ * Where btguard put the stub before it followed first instructions: at the
+ * entry, or after a landing pad.  A process guarded by such a daemon still
+ * holds it; status and unguard must recognise it.  -ENOENT when it is the
+ * same as stub_plan()'s, -EINVAL as stub_plan().
+ */
+int stub_plan_at_entry(const uint8_t *code, size_t len, unsigned features,
+		       struct stub_plan *ret);
 
 /* out[0..len) = orig with the stub laid over it. */
 void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, uint8_t *out);
@@ -34,8 +49,11 @@ void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, u
  * Classifies the bytes a target holds (mem) against the object file's
  * (orig): PROTO_SITE_ORIGINAL, PROTO_SITE_GUARDED or PROTO_SITE_FOREIGN.
  * When the original already equals the stub, the site counts as guarded.
+ * A breakpoint (ARCH_BREAKPOINTS) over a first instruction the plan leaves
+ * alone is somebody else's, not a change of ours or a foreign one: the
+ * rest decides, and *ret_breakpoint says it is there.
  */
 int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
-		  const struct stub_plan *plan);
+		  const struct stub_plan *plan, bool *ret_breakpoint);
 
 #endif

@@ -131,7 +131,7 @@ static void set_policy(struct watch *w, struct policy *p, struct rule_stats *sta
 }
 
 int watch_new(struct queue *q, const char *path, bool required, struct policy *p,
-	      struct watch **ret)
+	      const char *load_error, struct watch **ret)
 {
 	struct watch *w = calloc(1, sizeof(*w));
 	struct rule_stats *stats;
@@ -144,6 +144,10 @@ int watch_new(struct queue *q, const char *path, bool required, struct policy *p
 	w->page_size = sysconf(_SC_PAGESIZE);
 	snprintf(w->path, sizeof(w->path), "%s", path);
 	w->required = required;
+	w->loaded = !load_error;
+	if (load_error)
+		snprintf(w->problem, sizeof(w->problem), "policy not loaded: %s; no policy rules are "
+			 "in force", load_error);
 	w->events_fd = -1;
 	w->facts = malloc(sizeof(*w->facts));
 	w->noticed = calloc(1, sizeof(*w->noticed));
@@ -179,7 +183,13 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 
 	if (r < 0) {
 		policy_error_format(&err, why, why_len);
-		log_msg(LOG_ERR, "reload: %s; the policy in force stays", why);
+		if (w->loaded)
+			snprintf(w->problem, sizeof(w->problem), "the last reload failed: %s; the "
+				 "policy in force stays", why);
+		else
+			snprintf(w->problem, sizeof(w->problem), "policy not loaded: %s; no policy "
+				 "rules are in force", why);
+		log_msg(LOG_ERR, "reload: %s", w->problem);
 		return r;
 	}
 	r = new_stats(p, w->stats, w->policy->nrules, &stats);
@@ -189,6 +199,8 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 		return r;
 	}
 	set_policy(w, p, stats);
+	w->loaded = true;
+	w->problem[0] = '\0';
 	r = new_candidates(w);
 	if (r < 0) {
 		snprintf(why, why_len, "out of memory");
@@ -198,6 +210,11 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 		w->path, p->nrules, p->nguard, p->interval_ms);
 	watch_events_sync(w);
 	return (int)p->nrules;
+}
+
+const char *watch_problem(const struct watch *w)
+{
+	return w && w->problem[0] ? w->problem : NULL;
 }
 
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)

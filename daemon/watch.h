@@ -43,10 +43,20 @@ struct watch;
 
 /*
  * Takes over p (may have no rules) read from path (reloads read it
- * again; `required`: a missing file is an error then too).
+ * again; `required`: a missing file is an error then too).  load_error:
+ * NULL, or "FILE:LINE: what" when the files were wrong at start-up and p
+ * is an empty stand-in: the daemon serves, and says so (watch_problem()).
  */
 int watch_new(struct queue *q, const char *path, bool required, struct policy *p,
-	      struct watch **ret);
+	      const char *load_error, struct watch **ret);
+
+/*
+ * Why the policy in force is not what the files say, for STATUS and
+ * POLICY answers (a NOTICE): "not loaded: FILE:LINE: what; no policy
+ * rules are in force" or "the last reload failed: ...; the policy in
+ * force stays".  NULL while the files are in force.
+ */
+const char *watch_problem(const struct watch *w);
 void watch_free(struct watch *w);
 
 /* True while the policy has a guard rule: the daemon must not exit when idle. */

@@ -58,6 +58,8 @@ struct watch {
 	char path[PATH_MAX];
 	bool required;
 	struct policy *policy;
+	bool loaded;                /* policy was read from the files (else: none, they were wrong) */
+	char problem[PROTO_MAX_MESSAGE + 1];   /* why the files are not in force; "" when they are */
 	struct rule_stats *stats;   /* one per rule of policy */
 	unsigned need;              /* FACTS_* the policy reads, objects always */
 	struct facts *facts;        /* scratch, ~16 KiB */

@@ -212,7 +212,7 @@ static bool proc_state_valid(unsigned s)
 
 static bool kind_valid(unsigned k)
 {
-	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_RULE;
+	return k >= PROTO_KIND_REQUEST && k <= PROTO_KIND_NOTICE;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -353,7 +353,7 @@ int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap
 	payload = RESULT_FIXED + msglen + 2 + cmdlen + 2 + reasonlen;
 	for (unsigned i = 0; i < res->nsites; i++) {
 		if (!site_state_valid(res->sites[i].state) ||
-		    (res->sites[i].flags & ~PROTO_SITE_BOUND))
+		    (res->sites[i].flags & ~PROTO_SITE_FLAGS))
 			return -EINVAL;
 		objlen[i] = wire_strlen(res->sites[i].object, PROTO_MAX_OBJECT);
 		payload += SITE_FIXED + objlen[i];
@@ -417,6 +417,22 @@ int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t 
 	if (r < 0)
 		return r;
 	put_u32(&w, code);
+	put_u16(&w, (uint16_t)msglen);
+	put_bytes(&w, message, msglen);
+	return (int)w.off;
+}
+
+int proto_encode_notice(const char *message, uint8_t *buf, size_t cap)
+{
+	size_t msglen = message ? wire_strlen(message, PROTO_MAX_MESSAGE) : 0;
+	struct writer w;
+	int r;
+
+	if (msglen == 0)
+		return -EINVAL;   /* a notice that says nothing: the decoder refuses it too */
+	r = start_message(&w, buf, cap, PROTO_KIND_NOTICE, 2 + msglen);
+	if (r < 0)
+		return r;
 	put_u16(&w, (uint16_t)msglen);
 	put_bytes(&w, message, msglen);
 	return (int)w.off;
@@ -622,7 +638,7 @@ int proto_decode_result(const uint8_t *payload, size_t len, struct proto_result 
 		s->address = get_u64(&r);
 		s->state = get_u8(&r);
 		s->flags = get_u8(&r);
-		if (r.short_read || !site_state_valid(s->state) || (s->flags & ~PROTO_SITE_BOUND))
+		if (r.short_read || !site_state_valid(s->state) || (s->flags & ~PROTO_SITE_FLAGS))
 			return -EBADMSG;
 		if (get_string(&r, PROTO_MAX_OBJECT, s->object, sizeof(s->object)) < 0)
 			return -EBADMSG;
@@ -668,6 +684,29 @@ int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 	*ret_code = code;
 	if (message && message_cap) {
 		size_t copy = msglen < message_cap - 1 ? msglen : message_cap - 1;
+		memcpy(message, msg, copy);
+		message[copy] = '\0';
+	}
+	return 0;
+}
+
+int proto_decode_notice(const uint8_t *payload, size_t len, char *message, size_t message_cap)
+{
+	struct reader r = { .buf = payload, .len = len };
+	uint16_t msglen;
+	const uint8_t *msg;
+
+	if (!payload || !message || !message_cap)
+		return -EBADMSG;
+	msglen = get_u16(&r);
+	if (r.short_read || msglen == 0 || msglen > PROTO_MAX_MESSAGE)
+		return -EBADMSG;
+	msg = get_bytes(&r, msglen);
+	if (!msg || memchr(msg, '\0', msglen) || !reader_done(&r))
+		return -EBADMSG;
+	{
+		size_t copy = msglen < message_cap - 1 ? msglen : message_cap - 1;
+
 		memcpy(message, msg, copy);
 		message[copy] = '\0';
 	}

@@ -44,6 +44,7 @@ enum proto_kind {
 	PROTO_KIND_DONE    = 3,
 	PROTO_KIND_ERROR   = 4,
 	PROTO_KIND_RULE    = 5,   /* version 3: one policy rule, answering POLICY */
+	PROTO_KIND_NOTICE  = 6,   /* later in version 3: about the daemon, before a STATUS or POLICY answer */
 };
 
 enum proto_action {
@@ -102,6 +103,9 @@ enum proto_proc_state {
 
 /* Site flags. */
 #define PROTO_SITE_BOUND   0x01u    /* the definition callers reach by name (see PROTOCOL.md) */
+/* A breakpoint (a uprobe's, a debugger's) sits on its first instruction; the state ignores it. */
+#define PROTO_SITE_BREAKPOINT 0x02u
+#define PROTO_SITE_FLAGS   (PROTO_SITE_BOUND | PROTO_SITE_BREAKPOINT)
 
 /* Whether the crash can hit the process (proto_result.risk). */
 enum proto_risk {
@@ -114,7 +118,7 @@ enum proto_risk {
 /* What the guard does not cover in this process (proto_result.warnings). */
 #define PROTO_WARN_CPP_STACKTRACES 0x01u  /* TORCH_SHOW_CPP_STACKTRACES=1 in its environment */
 #define PROTO_WARN_DIST_DEBUG      0x02u  /* TORCH_DISTRIBUTED_DEBUG=DETAIL in its environment */
-#define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace */
+#define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace than the node's */
 #define PROTO_WARNINGS_KNOWN       0x07u
 
 #define PROTO_UID_UNKNOWN  0xffffffffu
@@ -221,6 +225,8 @@ int proto_encode_result(const struct proto_result *res, uint8_t *buf, size_t cap
 int proto_encode_done(uint32_t count, uint8_t *buf, size_t cap);
 int proto_encode_error(uint32_t code, const char *message, uint8_t *buf, size_t cap);
 int proto_encode_rule(const struct proto_rule *rule, uint8_t *buf, size_t cap);
+/* A NOTICE: 1..PROTO_MAX_MESSAGE bytes of text (longer is cut), -EINVAL for an empty one. */
+int proto_encode_notice(const char *message, uint8_t *buf, size_t cap);
 
 /*
  * Why a decoder refused a message, for the peer that sent it: the error
@@ -249,6 +255,7 @@ int proto_decode_done(const uint8_t *payload, size_t len, uint32_t *ret_count);
 int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 		       char *message, size_t message_cap);
 int proto_decode_rule(const uint8_t *payload, size_t len, struct proto_rule *ret);
+int proto_decode_notice(const uint8_t *payload, size_t len, char *message, size_t message_cap);
 
 /* Names for humans and JSON; never NULL. */
 const char *proto_action_name(unsigned action);        /* "guard" */

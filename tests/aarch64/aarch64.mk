@@ -22,7 +22,8 @@ AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/ro
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
 AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
-                   $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf
+                   $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf \
+                   $(AARCH64_BUILD)/victims/uprobe_hold
 AARCH64_VICTIM_CFLAGS = $(VICTIM_CFLAGS) -mbranch-protection=standard
 # The linker marks a shared object BTI only if every input is marked, and
 # the cross toolchain's crti.o/crtbeginS.o are not: without start files
@@ -69,6 +70,11 @@ $(AARCH64_BUILD)/victims/libbtpad_bti: tests/aarch64/libbtpad.c tests/aarch64/aa
 
 # A thread parked in a leaf called from backtrace()'s first instruction.
 $(AARCH64_BUILD)/victims/leafcall: tests/aarch64/leafcall.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+# The kernel's uprobe on a guarded backtrace(), attached and detached.
+$(AARCH64_BUILD)/victims/uprobe_hold: tests/aarch64/uprobe_hold.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
 

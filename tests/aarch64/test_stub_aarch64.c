@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "../../proto/proto.h"
 #include "stub.h"
 
 #define MOV_W0_0 "\x00\x00\x80\x52"
@@ -24,27 +26,84 @@
 /* stp x29, x30, [sp, #-16]!; mov x29, sp; then filler */
 #define PROLOGUE "\xfd\x7b\xbf\xa9\xfd\x03\x00\x91"
 
-static void plan(const char *code, size_t len, unsigned features, size_t offset, const char *stub)
+/* add sp, sp, #16 / #0x40 / #0x1f0 */
+#define ADD_SP_16  "\xff\x43\x00\x91"
+#define ADD_SP_64  "\xff\x03\x01\x91"
+#define ADD_SP_496 "\xff\xc3\x07\x91"
+/* stp x19, x20, [sp, #-64]!; sub sp, sp, #496; mov x0, x1 (no undo known) */
+#define STP_X19_64 "\xf3\x53\xbc\xa9"
+#define SUB_SP_496 "\xff\xc3\x07\xd1"
+#define MOV_X0_X1  "\xe0\x03\x01\xaa"
+
+static void plan_n(const char *code, size_t len, unsigned features, size_t offset,
+		   const char *change, size_t change_len)
 {
 	struct stub_plan p;
-	uint8_t out[16];
+	uint8_t out[32];
 
 	assert_int_equal(stub_plan((const uint8_t *)code, len, features, &p), 0);
 	assert_int_equal(p.offset, offset);
-	assert_int_equal(p.len, 8);
-	assert_memory_equal(p.bytes, stub, 8);
+	assert_int_equal(p.len, change_len);
+	assert_int_equal(p.nwords, (change_len + 7) / 8);
+	assert_memory_equal(p.bytes, change, change_len);
 	stub_apply((const uint8_t *)code, len, &p, out);
-	/* The pad, if any, is kept; the stub follows; the rest is untouched. */
+	/* The first instruction is kept; the change follows; the rest is untouched. */
 	assert_memory_equal(out, code, offset);
-	assert_memory_equal(out + offset, stub, 8);
-	assert_memory_equal(out + offset + 8, code + offset + 8, len - offset - 8);
+	assert_memory_equal(out + offset, change, change_len);
+	assert_memory_equal(out + offset + change_len, code + offset + change_len,
+			    len - offset - change_len);
 }
 
-static void no_pad_stub_at_entry(void **state)
+static void plan(const char *code, size_t len, unsigned features, size_t offset, const char *stub)
+{
+	plan_n(code, len, features, offset, stub, 8);
+}
+
+#define FILL "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+
+/*
+ * stp ..., [sp, #-N]! and sub sp, sp, #N stay first (a uprobe steps them
+ * out of line and resumes after them), and "add sp, sp, #N" undoes them
+ * before the stub: 12 bytes, two words.
+ */
+static void entry_undone_before_the_stub(void **state)
 {
 	(void)state;
-	plan(PROLOGUE "\0\0\0\0\0\0\0\0", 16, 0, 0, MOV_W0_0 RET);
-	plan(PROLOGUE "\0\0\0\0\0\0\0\0", 16, ARCH_FEATURE_PAUTH, 0, MOV_W0_0 RET);
+	plan_n(PROLOGUE FILL, 24, 0, 4, ADD_SP_16 MOV_W0_0 RET, 12);
+	plan_n(PROLOGUE FILL, 24, ARCH_FEATURE_PAUTH, 4, ADD_SP_16 MOV_W0_0 RET, 12);
+	plan_n(STP_X19_64 FILL, 24, 0, 4, ADD_SP_64 MOV_W0_0 RET, 12);
+	plan_n(SUB_SP_496 FILL, 24, 0, 4, ADD_SP_496 MOV_W0_0 RET, 12);
+}
+
+/* Any other first instruction: the stub covers the entry, as before. */
+static void no_undo_stub_at_entry(void **state)
+{
+	(void)state;
+	plan(MOV_X0_X1 FILL, 20, 0, 0, MOV_W0_0 RET);
+	/* A post-index or positive-offset stp does not move sp down first. */
+	plan("\xfd\x7b\x81\xa8" FILL, 20, 0, 0, MOV_W0_0 RET);   /* stp x29, x30, [sp], #16 */
+}
+
+/* The uprobe's brk #5 over the kept first instruction is not ours, not foreign. */
+static void breakpoint_on_the_entry_seen_through(void **state)
+{
+	struct stub_plan p;
+	uint8_t mem[24];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan((const uint8_t *)(PROLOGUE FILL), 24, 0, &p), 0);
+	stub_apply((const uint8_t *)(PROLOGUE FILL), 24, &p, mem);
+	memcpy(mem, "\xa0\x00\x20\xd4", 4);
+	assert_int_equal(stub_classify((const uint8_t *)(PROLOGUE FILL), mem, 24, &p, &bp),
+			 PROTO_SITE_GUARDED);
+	assert_true(bp);
+	memcpy(mem, "\x00\x00\x20\xd4", 4);   /* gdb's brk #0 */
+	assert_int_equal(stub_classify((const uint8_t *)(PROLOGUE FILL), mem, 24, &p, &bp),
+			 PROTO_SITE_GUARDED);
+	assert_true(bp);
+	memcpy(mem, "\x20\x00\x20\xd4", 4);   /* brk #1: nobody's we know */
+	assert_int_equal(stub_classify((const uint8_t *)(PROLOGUE FILL), mem, 24, &p, &bp),
+			 PROTO_SITE_FOREIGN);
 }
 
 static void bti_c_kept_plain_ret(void **state)
@@ -95,7 +154,9 @@ static void word_must_fit(void **state)
 {
 	struct stub_plan p;
 	(void)state;
-	assert_int_equal(stub_plan((const uint8_t *)PROLOGUE, 7, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan((const uint8_t *)(PROLOGUE FILL), 19, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan((const uint8_t *)(PROLOGUE FILL), 20, 0, &p), 0);
+	assert_int_equal(stub_plan((const uint8_t *)(MOV_X0_X1 FILL), 7, 0, &p), -EINVAL);
 	assert_int_equal(stub_plan((const uint8_t *)(BTI_C PROLOGUE), 11, 0, &p), -EINVAL);
 	assert_int_equal(stub_plan((const uint8_t *)(BTI_C PROLOGUE), 12, 0, &p), 0);
 }
@@ -103,7 +164,9 @@ static void word_must_fit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(no_pad_stub_at_entry),
+		cmocka_unit_test(entry_undone_before_the_stub),
+		cmocka_unit_test(no_undo_stub_at_entry),
+		cmocka_unit_test(breakpoint_on_the_entry_seen_through),
 		cmocka_unit_test(bti_c_kept_plain_ret),
 		cmocka_unit_test(paciasp_kept_retaa_with_pauth),
 		cmocka_unit_test(pac_without_pauth_plain_ret),

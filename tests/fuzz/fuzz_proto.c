@@ -151,6 +151,23 @@ static void fuzz_rule(const uint8_t *p, size_t len)
 	FUZZ_CHECK(!memcmp(a.pids, b.pids, a.npids * sizeof(a.pids[0])));
 }
 
+static void fuzz_notice(const uint8_t *p, size_t len)
+{
+	static char a[PROTO_MAX_MESSAGE + 1], b[PROTO_MAX_MESSAGE + 1];
+	char small[8];
+	int n;
+
+	if (proto_decode_notice(p, len, a, sizeof(a)) < 0)
+		return;
+	FUZZ_CHECK(a[0] && strlen(a) <= PROTO_MAX_MESSAGE);
+	n = proto_encode_notice(a, enc, sizeof(enc));
+	check_encoding(n, PROTO_KIND_NOTICE, p, len);
+	FUZZ_CHECK(proto_decode_notice(enc + PROTO_HEADER_SIZE, len, b, sizeof(b)) == 0);
+	FUZZ_CHECK(!strcmp(a, b));
+	FUZZ_CHECK(proto_decode_notice(p, len, small, sizeof(small)) == 0);
+	FUZZ_CHECK(strlen(small) < sizeof(small) && !strncmp(small, a, strlen(small)));
+}
+
 /* As a reader of the socket would: the header, then the payload it announces. */
 static void fuzz_message(const uint8_t *p, size_t len)
 {
@@ -160,7 +177,7 @@ static void fuzz_message(const uint8_t *p, size_t len)
 	if (proto_decode_header(p, len, &h, NULL) < 0)
 		return;
 	FUZZ_CHECK(len >= PROTO_HEADER_SIZE && h.length <= PROTO_MAX_PAYLOAD);
-	FUZZ_CHECK(h.kind >= PROTO_KIND_REQUEST && h.kind <= PROTO_KIND_RULE);
+	FUZZ_CHECK(h.kind >= PROTO_KIND_REQUEST && h.kind <= PROTO_KIND_NOTICE);
 	if (len - PROTO_HEADER_SIZE < h.length)
 		return;   /* the rest has not arrived */
 	/* Its own exact-size buffer, so a decoder reading on is caught. */
@@ -171,6 +188,7 @@ static void fuzz_message(const uint8_t *p, size_t len)
 	case PROTO_KIND_DONE:    fuzz_done(payload, h.length); break;
 	case PROTO_KIND_ERROR:   fuzz_error(payload, h.length); break;
 	case PROTO_KIND_RULE:    fuzz_rule(payload, h.length); break;
+	case PROTO_KIND_NOTICE:  fuzz_notice(payload, h.length); break;
 	}
 	free(payload);
 }

@@ -321,6 +321,13 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 	return -EINVAL;
 }
 
+/* The harness's daemon runs without its policy: every STATUS answer starts with a NOTICE. */
+const char *watch_problem(const struct watch *w)
+{
+	(void)w;
+	return "policy not loaded: fuzz.conf:1: no policy in the harness";
+}
+
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)
 {
 	(void)w;
@@ -355,6 +362,10 @@ static void client_message(struct harness *h, const struct proto_header *hdr,
 		break;
 	case PROTO_KIND_ERROR:
 		FUZZ_CHECK(proto_decode_error(payload, hdr->length, &code, msg, sizeof(msg)) == 0);
+		FUZZ_CHECK(h->results == 0);
+		break;
+	case PROTO_KIND_NOTICE:   /* before any RESULT of its answer */
+		FUZZ_CHECK(proto_decode_notice(payload, hdr->length, msg, sizeof(msg)) == 0);
 		FUZZ_CHECK(h->results == 0);
 		break;
 	default:

@@ -52,6 +52,7 @@ def message(kind, payload):
 RISK_UNKNOWN, RISK_NONE, RISK_AT_RISK, RISK_COVERED = range(4)
 UID_UNKNOWN = 0xffffffff
 SITE_BOUND = 0x01
+SITE_BREAKPOINT = 0x02
 
 
 def result(pid, error=0, action=GUARD, state=GUARDED, flags=0, sites=(),
@@ -476,7 +477,7 @@ def test_json_success_shape(fake):
         "message": "", "uid": None, "user": None, "command": "", "risk": None,
         "risk_reason": "", "warnings": [],
         "sites": [{"object": LIBC, "address": "0x7f1234560000", "state": "guarded",
-                   "bound": False}],
+                   "bound": False, "breakpoint": False}],
         "pause_us": 412, "check_us": 300,
     }]
 
@@ -532,7 +533,7 @@ def test_json_escaping(fake):
     assert o["message"] == ('q"b\\s/\n\t\x01\x7f café \ufffd\ufffd '
                             '\ufffd\ufffd\ufffd \U0001f40d')
     assert o["sites"] == [{"object": '/lib/\x1bweird"\ufffd.so', "address": "0x10",
-                           "state": "original", "bound": False}]
+                           "state": "original", "bound": False, "breakpoint": False}]
 
 
 # ------------------------------------------------- the daemon misbehaves --
@@ -645,6 +646,19 @@ def test_user_name_is_resolved_by_the_client(fake):
     d = fake(reply(done(0)))
     assert run(["guard", "--user", "root"], sock=d.path).returncode == 0
     assert d.requests[0].select == SEL_UID and d.requests[0].uid == 0
+
+
+def test_a_breakpoint_on_the_entry_is_named_not_foreign(fake):
+    d = fake(reply(result(1234, action=STATUS, state=GUARDED,
+                          sites=[(0x7f00, SITE_GUARDED, LIBC, SITE_BREAKPOINT)]), done(1)))
+    p = run(["status", "-v", "1234"], sock=d.path)
+    assert p.returncode == 0, p.stderr
+    assert b"0x7f00: guarded (a breakpoint on its entry: a uprobe or a debugger)" in p.stdout, p.stdout
+    d = fake(reply(result(1234, action=STATUS, state=GUARDED,
+                          sites=[(0x7f00, SITE_GUARDED, LIBC, SITE_BREAKPOINT)]), done(1)),
+             name="d2.sock")
+    o = json_lines(run(["--json", "status", "1234"], sock=d.path))[0]
+    assert o["sites"][0]["breakpoint"] is True and o["sites"][0]["bound"] is False
 
 
 def report_result(pid, state, risk, **kw):

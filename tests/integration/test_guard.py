@@ -14,14 +14,13 @@ import pytest
 
 from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED,
                       PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire,
-                      expected_site, libc_text_mappings, read_mem,
+                      ENDBR64, STUB, expected_site, guarded_form, libc_text_mappings, read_mem,
+                      stub_offset,
                       thread_problems, wait_behaviour, wait_report, wait_threads_running,
                       write_mem)
 
 # Long enough that a loaded machine retrying "busy" still gets through.
 DEADLINE_MS = 20000
-STUB = b"\x31\xc0\xc3"          # xor eax,eax; ret
-ENDBR64 = b"\xf3\x0f\x1e\xfa"
 CYCLES = int(os.environ.get("BTGUARD_CYCLES", "1000"))
 
 
@@ -37,11 +36,6 @@ def libc_site(res):
     sites = [s for s in res["sites"] if s["object"].endswith("libc.so.6")]
     assert len(sites) == 1, f"one libc.so.6 site wanted: {res['sites']}"
     return sites[0]
-
-
-def stub_offset(original):
-    """The stub goes after an endbr64, else at the entry."""
-    return len(ENDBR64) if original.startswith(ENDBR64) else 0
 
 
 def assert_guard_reply(res, wrote):
@@ -105,7 +99,6 @@ def test_guard_then_unguard_is_observable(daemon, victim):
     site = int(libc_site(one_result(daemon.ctl("status", v.pid, check=0),
                                     v.pid, "status"))["address"], 16)
     original = read_mem(v.pid, site, 16)
-    off = stub_offset(original)
     # Before anything: real frames.
     wait_all_real(v)
 
@@ -115,10 +108,8 @@ def test_guard_then_unguard_is_observable(daemon, victim):
     wait_threads_running(v.pid)
     v.assert_alive()
     patched = read_mem(v.pid, site, 16)
-    assert patched[off:off + len(STUB)] == STUB, patched.hex()
-    assert patched[:off] == original[:off] and \
-        patched[off + len(STUB):] == original[off + len(STUB):], \
-        f"bytes outside the stub changed: {original.hex()} -> {patched.hex()}"
+    assert patched == guarded_form(original), \
+        f"not guarded as planned: {original.hex()} -> {patched.hex()}"
     wait_all_zero(v)
 
     res = one_result(daemon.ctl("--deadline", DEADLINE_MS, "guard", v.pid, check=0),
@@ -285,6 +276,31 @@ def test_state_foreign_is_never_written(daemon, victim):
         write_mem(v.pid, site, original)
     res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
     assert res["state"] == "unguarded", res
+    v.assert_alive()
+
+
+def test_a_stub_an_older_btguard_put_at_the_entry_is_recognised(daemon, victim):
+    """btguard used to cover the first instruction with the stub; a process
+    it guarded so is still guarded after an upgrade, and unguard restores
+    it, instead of both calling it foreign."""
+    v = victim("idle", 2)
+    res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
+    site = int(libc_site(res)["address"], 16)
+    original = read_mem(v.pid, site, 16)
+    if stub_offset(original) == 0 or original.startswith(ENDBR64):
+        pytest.skip(f"this libc's backtrace() starts where the stub always went: {original.hex()}")
+    # The idle victim never calls backtrace() again: poking it is safe.
+    write_mem(v.pid, site, STUB)
+    try:
+        res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
+        assert res["state"] == "guarded" and libc_site(res)["state"] == "guarded", res
+        res = one_result(daemon.ctl("guard", v.pid, check=0), v.pid, "guard")
+        assert_guard_reply(res, wrote=False)
+        res = one_result(daemon.ctl("unguard", v.pid, check=0), v.pid, "unguard")
+        assert res["ok"] is True and res["state"] == "unguarded" and res["wrote"] is True, res
+        assert read_mem(v.pid, site, 16) == original
+    finally:
+        write_mem(v.pid, site, original)
     v.assert_alive()
 
 

@@ -139,10 +139,12 @@ def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
             time.sleep(0.05)
         assert "by rule one" in d.log()
         # Exec events where the kernel lets a process with the unit's
-        # capabilities listen (it may want CAP_NET_ADMIN, which the unit
-        # does not grant, whatever its version); else the daemon says why,
-        # and the sweep alone guarded the process above.  A probe with the
-        # same prefix asks the kernel.
+        # capabilities listen: Linux 6.6 lets one without CAP_NET_ADMIN (which
+        # the unit does not grant) bind, but not every kernel since does
+        # (6.18 as built for our test machine refuses).  A probe under the
+        # same prefix subscribes as the daemon does (btg/kernel.py); the
+        # daemon listens, or says why not, and the sweep alone guarded the
+        # process above.
         step, err = proc_connector_probe(unit_prefix())
         log = d.log()
         if step == "ok":
@@ -150,8 +152,7 @@ def test_unit_capabilities_suffice_for_the_policy(victim, test_user, tmp_path):
         else:
             assert "exec events unavailable: " in log, (step, err, log[-4000:])
             assert "exec events: listening" not in log, log[-4000:]
-        if step == "bind":
-            assert f"binding to the proc connector: {os.strerror(err)}" in log, log[-4000:]
-        if err == errno.EPERM:
-            assert "this kernel wants CAP_NET_ADMIN for it" in log, log[-4000:]
+        if (step, err) == ("bind", errno.EPERM):
+            assert "binding to the proc connector: the kernel refused it (EPERM) to a " \
+                   "process without CAP_NET_ADMIN" in log, log[-4000:]
         v.assert_alive()

@@ -3,7 +3,9 @@
  * Unit tests for the policy file (policy.c): a good file compiles to the
  * selector rules select.c matches, every kind of mistake is refused with
  * the file and line it is on, exclusions win over rules, and the first
- * matching rule takes a process.
+ * matching rule takes a process.  The pure parts of reading files
+ * (policyfile.c): which names in the .d directory are drop-ins, and the
+ * owner and mode rule over a stat struct.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -12,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "policy.h"
@@ -221,6 +224,68 @@ static void exclusions_win_and_first_rule_takes(void **state)
 	policy_unref(p);
 }
 
+static void only_name_conf_is_a_drop_in(void **state)
+{
+	(void)state;
+	assert_true(policy_dropin_name("50-site.conf"));
+	assert_true(policy_dropin_name("x.conf"));
+	assert_true(policy_dropin_name("a.b.conf"));
+	/* What packages and editors leave beside them, and hidden files. */
+	assert_false(policy_dropin_name("x.conf.dpkg-old"));
+	assert_false(policy_dropin_name("x.conf.dpkg-dist"));
+	assert_false(policy_dropin_name("x.conf.ucf-old"));
+	assert_false(policy_dropin_name("x.conf~"));
+	assert_false(policy_dropin_name("x.conf.bak"));
+	assert_false(policy_dropin_name("#x.conf#"));
+	assert_false(policy_dropin_name(".x.conf.swp"));
+	assert_false(policy_dropin_name(".x.conf"));
+	assert_false(policy_dropin_name("README"));
+	assert_false(policy_dropin_name("x.CONF"));
+	assert_false(policy_dropin_name(".conf"));
+	assert_false(policy_dropin_name("conf"));
+	assert_false(policy_dropin_name(""));
+}
+
+static int trust(uid_t owner, mode_t mode, uid_t self, char *why)
+{
+	struct stat st = { .st_uid = owner, .st_gid = 0, .st_mode = mode };
+
+	why[0] = '\0';
+	return policy_trust_check(&st, self, why, 128);
+}
+
+static void owner_and_mode_as_sshd(void **state)
+{
+	(void)state;
+	char why[128];
+
+	/* Root's, writable by root alone: trusted, files and directories. */
+	assert_int_equal(trust(0, S_IFREG | 0644, 0, why), 0);
+	assert_int_equal(trust(0, S_IFREG | 0600, 0, why), 0);
+	assert_int_equal(trust(0, S_IFREG | 0444, 0, why), 0);
+	assert_int_equal(trust(0, S_IFDIR | 0755, 0, why), 0);
+	/* Owned by anyone else: refused, whatever the mode. */
+	assert_int_equal(trust(65534, S_IFREG | 0644, 0, why), -EPERM);
+	assert_string_equal(why, "owned by uid 65534, not root");
+	assert_int_equal(trust(1000, S_IFDIR | 0700, 0, why), -EPERM);
+	assert_int_equal(trust(1000, S_IFDIR | 01777, 0, why), -EPERM);
+	/* ... but the daemon's own uid (tests without root) is as root. */
+	assert_int_equal(trust(1000, S_IFREG | 0644, 1000, why), 0);
+	/* Writable by the group or others: refused, each said. */
+	assert_int_equal(trust(0, S_IFREG | 0664, 0, why), -EPERM);
+	assert_string_equal(why, "writable by its group (mode 0664)");
+	assert_int_equal(trust(0, S_IFREG | 0646, 0, why), -EPERM);
+	assert_string_equal(why, "writable by others (mode 0646)");
+	assert_int_equal(trust(0, S_IFREG | 0666, 0, why), -EPERM);
+	assert_string_equal(why, "writable by group and others (mode 0666)");
+	assert_int_equal(trust(0, S_IFDIR | 0775, 0, why), -EPERM);
+	assert_int_equal(trust(0, S_IFDIR | 0777, 0, why), -EPERM);
+	/* A sticky directory of root's (/tmp) may be writable by all; a sticky file not. */
+	assert_int_equal(trust(0, S_IFDIR | 01777, 0, why), 0);
+	assert_int_equal(trust(0, S_IFDIR | 01775, 0, why), 0);
+	assert_int_equal(trust(0, S_IFREG | 01666, 0, why), -EPERM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -228,6 +293,8 @@ int main(void)
 		cmocka_unit_test(mistakes_name_their_line),
 		cmocka_unit_test(drop_ins_add_rules),
 		cmocka_unit_test(exclusions_win_and_first_rule_takes),
+		cmocka_unit_test(only_name_conf_is_a_drop_in),
+		cmocka_unit_test(owner_and_mode_as_sshd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

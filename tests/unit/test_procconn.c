@@ -3,8 +3,11 @@
  * Unit tests for the proc connector's parser (procconn.c) and the table
  * of processes noticed at their exec (noticed.c): exec events are found
  * and nothing else is, a malformed datagram yields nothing, the table
- * dedupes, puts off, hands over to the sweep and stays bounded.
+ * dedupes, puts off, hands over to the sweep and stays bounded; and the
+ * refusal's notice names the cause that decides, never a capability
+ * where a namespace is the reason.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,6 +182,89 @@ static void noticed_is_bounded_and_pruned(void **state)
 	assert_int_equal(noticed_next_ms(&t), UINT64_MAX);
 }
 
+/* The notice for a refusal at step with err, btguardd's namespaces and capability as given. */
+static const char *refusal_in(enum procconn_step step, int err, int pid_init, int user_init,
+			      int net_init, int net_admin)
+{
+	static char why[256];
+	struct procconn_self self = { .pid_ns_initial = pid_init, .user_ns_initial = user_init,
+				      .net_ns_initial = net_init, .net_admin = net_admin };
+
+	procconn_refusal(step, err, &self, why, sizeof(why));
+	return why;
+}
+
+/* The same in the node's network namespace. */
+static const char *refusal(enum procconn_step step, int err, int pid_init, int user_init,
+			   int net_admin)
+{
+	return refusal_in(step, err, pid_init, user_init, 1, net_admin);
+}
+
+#define PIDNS "in a PID namespace other than the node's: the kernel gives exec events only to " \
+	      "the initial PID namespace"
+#define USERNS "in a user namespace other than the node's: the kernel gives exec events only " \
+	       "to the initial user namespace"
+#define NETNS "in a network namespace other than the node's: the kernel sends exec events only " \
+	      "to sockets of the initial network namespace"
+
+/* A container: refused at bind (no CAP_NET_ADMIN there), or ignored; the PID namespace decides. */
+static void a_pid_namespace_is_named_not_the_capability(void **state)
+{
+	(void)state;
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 0, 1, 0), PIDNS);
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 0, 1, 1), PIDNS);
+	assert_string_equal(refusal(PROCCONN_NO_ANSWER, 0, 0, 1, 1), PIDNS);
+	assert_string_equal(refusal(PROCCONN_SUBSCRIBE, ECONNREFUSED, 0, 1, -1), PIDNS);
+	/* A user namespace: its CAP_NET_ADMIN is its own, not the node's. */
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 1, 0, 1), USERNS);
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 0, 0, 1),
+			    "in PID and user namespaces other than the node's: the kernel gives "
+			    "exec events only to the initial ones");
+	/* A container has all three: the PID namespace is named. */
+	assert_string_equal(refusal_in(PROCCONN_BIND, EPERM, 0, 1, 0, 0), PIDNS);
+	/* The node agent's container (the host's PIDs, no network): the network namespace. */
+	assert_string_equal(refusal_in(PROCCONN_BIND, EPERM, 1, 1, 0, 0), NETNS);
+	assert_string_equal(refusal_in(PROCCONN_SUBSCRIBE, ECONNREFUSED, 1, 1, 0, 1), NETNS);
+	/* It refuses, it never ignores: no answer is not its doing. */
+	assert_string_equal(refusal_in(PROCCONN_NO_ANSWER, 0, 1, 1, 0, 1),
+			    "the proc connector did not answer");
+	/* Nothing a namespace explains: said as it is. */
+	assert_string_equal(refusal(PROCCONN_BIND, ENOMEM, 0, 1, 1),
+			    "binding to the proc connector: Cannot allocate memory");
+	assert_string_equal(refusal(PROCCONN_SUBSCRIBE, EAGAIN, 0, 0, 1),
+			    "subscribing to the proc connector: Resource temporarily unavailable");
+}
+
+/* The node's own namespaces: the capability when it is missing, else the kernel's word. */
+static void in_the_initial_namespaces_the_refusal_is_said_as_it_is(void **state)
+{
+	(void)state;
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 1, 1, 0),
+			    "binding to the proc connector: the kernel refused it (EPERM) to a "
+			    "process without CAP_NET_ADMIN");
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 1, 1, 1),
+			    "binding to the proc connector: the kernel refused it (EPERM: "
+			    "Operation not permitted)");
+	/* Capabilities unknown: no guess either. */
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, 1, 1, -1),
+			    "binding to the proc connector: the kernel refused it (EPERM: "
+			    "Operation not permitted)");
+	/* The network namespace unknown: ECONNREFUSED itself says it. */
+	assert_string_equal(refusal_in(PROCCONN_SUBSCRIBE, ECONNREFUSED, 1, 1, -1, 1),
+			    "subscribing to the proc connector: Connection refused (not in the "
+			    "initial network namespace)");
+	assert_string_equal(refusal(PROCCONN_NO_ANSWER, 0, 1, 1, 1),
+			    "the proc connector did not answer");
+	/* Namespaces unknown: what the kernel is known to ignore, as a rule, not a verdict. */
+	assert_string_equal(refusal(PROCCONN_NO_ANSWER, 0, -1, -1, 1),
+			    "the proc connector did not answer (it answers only the initial user "
+			    "and PID namespaces)");
+	assert_string_equal(refusal(PROCCONN_BIND, EPERM, -1, 1, 0),
+			    "binding to the proc connector: the kernel refused it (EPERM) to a "
+			    "process without CAP_NET_ADMIN");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -188,6 +274,8 @@ int main(void)
 		cmocka_unit_test(noticed_looks_in_due_order_and_dedupes),
 		cmocka_unit_test(noticed_sees_a_different_program),
 		cmocka_unit_test(noticed_is_bounded_and_pruned),
+		cmocka_unit_test(a_pid_namespace_is_named_not_the_capability),
+		cmocka_unit_test(in_the_initial_namespaces_the_refusal_is_said_as_it_is),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

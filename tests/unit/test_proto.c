@@ -127,7 +127,7 @@ static struct proto_result *full_result(void)
 	for (unsigned i = 0; i < PROTO_MAX_SITES; i++) {
 		res->sites[i].address = 0x7f0000000000ull + i * 0x1000 + 0x8877665544332211ull;
 		res->sites[i].state = (uint8_t)(1 + i % 3);
-		res->sites[i].flags = i == 3 ? PROTO_SITE_BOUND : 0;
+		res->sites[i].flags = i == 3 ? PROTO_SITE_BOUND : i == 2 ? PROTO_SITE_BREAKPOINT : 0;
 		memset(res->sites[i].object, 'a' + (int)i, PROTO_MAX_OBJECT);
 	}
 	return res;
@@ -214,7 +214,9 @@ static void header_rejections(void **state)
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EPROTONOSUPPORT);
 	memcpy(b, good, sizeof(b)); b[6] = 0;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
-	memcpy(b, good, sizeof(b)); b[6] = 6;
+	memcpy(b, good, sizeof(b)); b[6] = 6;   /* NOTICE */
+	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), 0);
+	memcpy(b, good, sizeof(b)); b[6] = 7;
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
 	memcpy(b, good, sizeof(b)); b[7] = 1;   /* kind 0x0103 */
 	assert_int_equal(proto_decode_header(b, sizeof(b), &h, NULL), -EBADMSG);
@@ -766,7 +768,7 @@ static void result_decoder_rejections(void **state)
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
 	raw_msg(r, "", 0);
-	raw_site(r, 1, PROTO_SITE_ORIGINAL, 2, "/o", 2);   /* unknown site flag */
+	raw_site(r, 1, PROTO_SITE_ORIGINAL, 4, "/o", 2);   /* unknown site flag */
 	REJECT();
 
 	/* Unknown action; non-positive pid. */
@@ -1175,9 +1177,46 @@ static void rule_round_trip_and_limits(void **state)
 	assert_int_equal(proto_encode_rule(&r, buf, sizeof(buf)), -EINVAL);
 }
 
+static void notice_round_trip_and_limits(void **state)
+{
+	static const uint8_t want[] = {
+		'B', 'T', 'G', '1', 3, 0, 6, 0, 4, 0, 0, 0,
+		2, 0, 'n', 'o',
+	};
+	char text[PROTO_MAX_MESSAGE + 1], small[2], big[PROTO_MAX_MESSAGE + 8];
+	uint8_t buf[PROTO_HEADER_SIZE + 2 + PROTO_MAX_MESSAGE + 8];
+	(void)state;
+
+	assert_int_equal(proto_encode_notice("no", buf, sizeof(buf)), sizeof(want));
+	assert_memory_equal(buf, want, sizeof(want));
+	assert_int_equal(proto_encode_notice("no", buf, sizeof(want) - 1), -EMSGSIZE);
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 4, text, sizeof(text)), 0);
+	assert_string_equal(text, "no");
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 4, small, sizeof(small)), 0);
+	assert_string_equal(small, "n");
+	/* Short, long, empty, a NUL inside: refused; nothing to say is not encoded. */
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 3, text, sizeof(text)), -EBADMSG);
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 5, text, sizeof(text)), -EBADMSG);
+	buf[PROTO_HEADER_SIZE + 3] = '\0';
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 4, text, sizeof(text)), -EBADMSG);
+	buf[PROTO_HEADER_SIZE] = 0;
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 2, text, sizeof(text)), -EBADMSG);
+	assert_int_equal(proto_encode_notice("", buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(proto_encode_notice(NULL, buf, sizeof(buf)), -EINVAL);
+	/* Longer than the limit: cut to it. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(proto_encode_notice(big, buf, sizeof(buf)),
+			 PROTO_HEADER_SIZE + 2 + PROTO_MAX_MESSAGE);
+	assert_int_equal(proto_decode_notice(buf + PROTO_HEADER_SIZE, 2 + PROTO_MAX_MESSAGE, text,
+					     sizeof(text)), 0);
+	assert_int_equal(strlen(text), PROTO_MAX_MESSAGE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(notice_round_trip_and_limits),
 		cmocka_unit_test(policy_and_reload_name_nothing),
 		cmocka_unit_test(rule_round_trip_and_limits),
 		cmocka_unit_test(header_layout_is_little_endian),

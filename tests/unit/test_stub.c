@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -22,68 +23,157 @@ static const uint8_t plain[16] = { 0x41, 0x57, 0x41, 0x56, 0x41, 0x55, 0x41, 0x5
 static const uint8_t ibt[16] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x57, 0x41, 0x56,
 				 0x41, 0x55, 0x41, 0x54, 0x55, 0x53, 0x48, 0x83 };
 
-static void plan_without_endbr64_starts_at_entry(void **state)
+/* Debian 12's glibc 2.36 backtrace(): "push %rbp; mov %rsp,%rbp; push %rbx". */
+static const uint8_t debian[16] = { 0x55, 0x48, 0x89, 0xe5, 0x53, 0x89, 0xf3, 0x48,
+				    0x83, 0xec, 0x38, 0x64, 0x48, 0x8b, 0x04, 0x25 };
+/* A function whose first instruction no undo is known for: "mov %rdi,%rax". */
+static const uint8_t odd[16] = { 0x48, 0x89, 0xf8, 0x48, 0x83, 0xec, 0x48, 0x64,
+				 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00 };
+
+static void check_plan(const uint8_t *code, size_t offset, const char *change, size_t len)
 {
 	struct stub_plan p;
+	uint8_t out[16];
+
+	assert_int_equal(stub_plan(code, 16, 0, &p), 0);
+	assert_int_equal(p.offset, offset);
+	assert_int_equal(p.len, len);
+	assert_int_equal(p.nwords, 1);
+	assert_memory_equal(p.bytes, change, len);
+	stub_apply(code, 16, &p, out);
+	assert_memory_equal(out, code, offset);            /* the first instruction stays */
+	assert_memory_equal(out + offset, change, len);
+	assert_memory_equal(out + offset + len, code + offset + len, 16 - offset - len);
+}
+
+static void plan_follows_and_undoes_the_first_instruction(void **state)
+{
 	(void)state;
-	assert_int_equal(stub_plan(plain, sizeof(plain), 0, &p), 0);
-	assert_int_equal(p.offset, 0);
-	assert_int_equal(p.len, 3);
-	assert_memory_equal(p.bytes, "\x31\xc0\xc3", 3);
+	/* push %r15 -> pop %r15 */
+	check_plan(plain, 2, "\x41\x5f\x31\xc0\xc3", 5);
+	/* push %rbp -> pop %rbp */
+	check_plan(debian, 1, "\x5d\x31\xc0\xc3", 4);
+	/* sub $0x48,%rsp -> add $0x48,%rsp */
+	check_plan(plain + 10, 4, "\x48\x83\xc4\x48\x31\xc0\xc3", 7);
+	/* push %rsp is not followed (nothing compiled starts so): at the entry. */
+	static const uint8_t push_rsp[16] = { 0x54, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+					      0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90 };
+	check_plan(push_rsp, 0, "\x31\xc0\xc3", 3);
+}
+
+static void plan_covers_an_entry_it_cannot_undo(void **state)
+{
+	(void)state;
+	check_plan(odd, 0, "\x31\xc0\xc3", 3);
 }
 
 static void plan_with_endbr64_keeps_landing_pad(void **state)
 {
-	struct stub_plan p;
-	uint8_t out[16];
 	(void)state;
-	assert_int_equal(stub_plan(ibt, sizeof(ibt), 0, &p), 0);
-	assert_int_equal(p.offset, 4);
-	stub_apply(ibt, sizeof(ibt), &p, out);
-	assert_memory_equal(out, "\xf3\x0f\x1e\xfa\x31\xc0\xc3", 7);
-	assert_memory_equal(out + 7, ibt + 7, sizeof(ibt) - 7);
+	check_plan(ibt, 4, "\x31\xc0\xc3", 3);
 }
 
 static void plan_refuses_when_the_word_does_not_fit(void **state)
 {
 	struct stub_plan p;
 	(void)state;
-	assert_int_equal(stub_plan(plain, 7, 0, &p), -EINVAL);
-	assert_int_equal(stub_plan(plain, 8, 0, &p), 0);
+	assert_int_equal(stub_plan(plain, 9, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan(plain, 10, 0, &p), 0);
 	assert_int_equal(stub_plan(ibt, 11, 0, &p), -EINVAL);
 	assert_int_equal(stub_plan(ibt, 12, 0, &p), 0);
+	assert_int_equal(stub_plan(odd, 7, 0, &p), -EINVAL);
+	assert_int_equal(stub_plan(odd, 8, 0, &p), 0);
 }
 
 static void classify_original_guarded_foreign(void **state)
 {
 	struct stub_plan p;
 	uint8_t mem[16];
+	bool bp;
 	(void)state;
 	assert_int_equal(stub_plan(plain, sizeof(plain), 0, &p), 0);
-	assert_int_equal(stub_classify(plain, plain, sizeof(plain), &p), PROTO_SITE_ORIGINAL);
+	assert_int_equal(stub_classify(plain, plain, sizeof(plain), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_false(bp);
 	stub_apply(plain, sizeof(plain), &p, mem);
-	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p), PROTO_SITE_GUARDED);
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
+	assert_false(bp);
 	/* A stub with different surroundings means another file: foreign. */
 	mem[10] ^= 0xff;
-	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p), PROTO_SITE_FOREIGN);
-	/* Someone else's patch (gdb's int3, say) is foreign too. */
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	/* Someone else's byte inside the change is foreign too, int3 or not. */
 	memcpy(mem, plain, sizeof(plain));
+	mem[2] = 0xcc;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+}
+
+/* A uprobe's int3 over the first instruction, with and without our stub after it. */
+static void classify_sees_through_a_breakpoint_on_the_entry(void **state)
+{
+	struct stub_plan p;
+	uint8_t mem[16];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(debian, sizeof(debian), 0, &p), 0);
+	memcpy(mem, debian, sizeof(debian));
 	mem[0] = 0xcc;
-	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p), PROTO_SITE_FOREIGN);
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	stub_apply(debian, sizeof(debian), &p, mem);
+	mem[0] = 0xcc;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
+	assert_true(bp);
+	/* Any other byte there is not a breakpoint: foreign. */
+	mem[0] = 0x90;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+	/* Over endbr64 as well. */
+	assert_int_equal(stub_plan(ibt, sizeof(ibt), 0, &p), 0);
+	stub_apply(ibt, sizeof(ibt), &p, mem);
+	mem[0] = 0xcc;
+	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
+	assert_true(bp);
+	/* A stub that covers the entry cannot be seen through: the int3 tore it. */
+	assert_int_equal(stub_plan(odd, sizeof(odd), 0, &p), 0);
+	stub_apply(odd, sizeof(odd), &p, mem);
+	mem[0] = 0xcc;
+	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+}
+
+/* What an older btguard wrote (the stub at the entry) is recognised, for unguard. */
+static void plan_at_entry_is_the_old_placement(void **state)
+{
+	struct stub_plan p, old;
+	uint8_t mem[16];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(debian, sizeof(debian), 0, &p), 0);
+	assert_int_equal(stub_plan_at_entry(debian, sizeof(debian), 0, &old), 0);
+	assert_int_equal(old.offset, 0);
+	assert_int_equal(old.nwords, 1);
+	stub_apply(debian, sizeof(debian), &old, mem);
+	assert_memory_equal(mem, "\x31\xc0\xc3", 3);
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &old, &bp), PROTO_SITE_GUARDED);
+	/* Where nothing moved there is no older placement to try. */
+	assert_int_equal(stub_plan_at_entry(ibt, sizeof(ibt), 0, &old), -ENOENT);
+	assert_int_equal(stub_plan_at_entry(odd, sizeof(odd), 0, &old), -ENOENT);
 }
 
 static void classify_endbr64_stub_placement_matters(void **state)
 {
 	struct stub_plan p;
 	uint8_t mem[16];
+	bool bp;
 	(void)state;
 	assert_int_equal(stub_plan(ibt, sizeof(ibt), 0, &p), 0);
 	/* A stub written over the landing pad is not ours. */
 	memcpy(mem, ibt, sizeof(ibt));
 	memcpy(mem, "\x31\xc0\xc3", 3);
-	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p), PROTO_SITE_FOREIGN);
+	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
 	stub_apply(ibt, sizeof(ibt), &p, mem);
-	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p), PROTO_SITE_GUARDED);
+	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
 }
 
 static void pc_unsafe_only_strictly_inside(void **state)
@@ -116,8 +206,11 @@ static void scan_words_finds_return_address(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(plan_without_endbr64_starts_at_entry),
+		cmocka_unit_test(plan_follows_and_undoes_the_first_instruction),
+		cmocka_unit_test(plan_covers_an_entry_it_cannot_undo),
 		cmocka_unit_test(plan_with_endbr64_keeps_landing_pad),
+		cmocka_unit_test(classify_sees_through_a_breakpoint_on_the_entry),
+		cmocka_unit_test(plan_at_entry_is_the_old_placement),
 		cmocka_unit_test(plan_refuses_when_the_word_does_not_fit),
 		cmocka_unit_test(classify_original_guarded_foreign),
 		cmocka_unit_test(classify_endbr64_stub_placement_matters),

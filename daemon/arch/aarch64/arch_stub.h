@@ -8,6 +8,9 @@
 #ifndef BTGUARD_ARCH_STUB_H
 #define BTGUARD_ARCH_STUB_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /*
  * The guard: "mov w0, #0; ret" (0x52800000, 0xd65f03c0).  backtrace()
  * returns int in w0; zero frames is a valid answer.  ret branches to x30,
@@ -30,6 +33,12 @@
  *    verified and undone if it does not read back (patch.c).
  * Moving the word to entry-4 to align it would carry only "mov w0, #0",
  * with "ret" in the next word: that is the split we avoid.
+ *
+ * After an undone first instruction (arch_entry_undo, below) the change is
+ * "add sp, sp, #N; mov w0, #0; ret", 12 bytes: more than a word.  It is
+ * written with one pwrite to /proc/TID/mem instead, which lands whole
+ * within a page (ptrace_poke_bytes() says why); one that would cross a
+ * page keeps the stub at the entry, in one word, instead.
  */
 #define ARCH_PLAIN_STUB  { 0x00, 0x00, 0x80, 0x52, 0xc0, 0x03, 0x5f, 0xd6 }
 #define ARCH_STUB_BYTES  ARCH_PLAIN_STUB
@@ -68,6 +77,71 @@
 	  { 0x00, 0x00, 0x80, 0x52, 0xff, 0x0b, 0x5f, 0xd6 } },   /* paciasp: mov w0, #0; retaa */ \
 	{ { 0x7f, 0x23, 0x03, 0xd5 }, ARCH_FEATURE_PAUTH,                       \
 	  { 0x00, 0x00, 0x80, 0x52, 0xff, 0x0f, 0x5f, 0xd6 } },   /* pacibsp: mov w0, #0; retab */ \
+}
+
+/*
+ * Breakpoints at the entry.  A uprobe belongs to the file, not to the
+ * process: the kernel writes its BRK over the first instruction of the
+ * function in every process that maps the file, whatever is there now,
+ * and on a hit steps the *file's* first instruction out of line and
+ * resumes right after it.  So the stub never covers the first instruction
+ * when it can help it (arch_entry_undo), and a BRK there is somebody's
+ * breakpoint over bytes we did not write, not foreign bytes.
+ */
+#define ARCH_BREAKPOINT_LEN 4u
+#define ARCH_BREAKPOINTS { \
+	{ 0xa0, 0x00, 0x20, 0xd4 },   /* brk #0x5: the kernel's uprobes */ \
+	{ 0x00, 0x00, 0x20, 0xd4 },   /* brk #0: gdb */                    \
+}
+
+/* The longest change: an undone first instruction, then the stub. */
+#define ARCH_CHANGE_MAX  12u
+
+static inline uint32_t arch_insn_at(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/*
+ * First instructions the stub can follow, by undoing them: the undo's
+ * bytes in undo[], its length returned, the instruction's length in
+ * *ret_insn_len; 0 for an instruction not in this list.  Both undo to
+ * "add sp, sp, #N" (0x910003ff | N << 10), which leaves every register the
+ * caller may rely on as it was at the entry:
+ *  - stp Xa, Xb, [sp, #-N]! (64-bit, pre-index, base sp): a store moves
+ *    only sp.  This is how glibc's backtrace() begins where it is built
+ *    without branch protection (Debian 12's).
+ *  - sub sp, sp, #N (unshifted immediate).
+ * The undo and the stub take 12 bytes, two ptrace words: sites.c writes
+ * both with every thread held, verifies each and undoes both on a failure.
+ */
+static inline size_t arch_entry_undo(const uint8_t *code, size_t len, uint8_t *undo,
+				     size_t *ret_insn_len)
+{
+	uint32_t insn, n = 0, add;
+
+	if (len < 4)
+		return 0;
+	insn = arch_insn_at(code);
+	if ((insn & 0xffc003e0u) == 0xa98003e0u) {          /* stp Xa, Xb, [sp, #imm]! */
+		int32_t imm7 = (int32_t)((insn >> 15) & 0x7fu);
+
+		if (imm7 & 0x40)
+			imm7 -= 0x80;
+		if (imm7 < 0)
+			n = (uint32_t)(-imm7) * 8u;
+	} else if ((insn & 0xffc003ffu) == 0xd10003ffu) {   /* sub sp, sp, #imm12 */
+		n = (insn >> 10) & 0xfffu;
+	}
+	if (n == 0)
+		return 0;
+	add = 0x910003ffu | n << 10;
+	undo[0] = (uint8_t)add;
+	undo[1] = (uint8_t)(add >> 8);
+	undo[2] = (uint8_t)(add >> 16);
+	undo[3] = (uint8_t)(add >> 24);
+	*ret_insn_len = 4;
+	return 4;
 }
 
 /* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */

@@ -76,18 +76,41 @@ def sites_of(res):
     return {s["object"]: int(s["address"], 16) for s in res["sites"]}
 
 
+def entry_undo(original):
+    """(first instruction's length, its undo) when the stub follows and undoes
+    it, as arch_entry_undo() in daemon/arch/x86_64/arch_stub.h; (0, b"") else."""
+    b = original
+    if b and (b[0] & 0xF8) == 0x50 and b[0] != 0x54:          # push %reg
+        return 1, bytes([0x58 | (b[0] & 7)])
+    if len(b) >= 2 and b[0] == 0x41 and (b[1] & 0xF8) == 0x50:  # push %r8-%r15
+        return 2, bytes([0x41, 0x58 | (b[1] & 7)])
+    if len(b) >= 4 and b[:3] == b"\x48\x83\xec":              # sub $imm8,%rsp
+        return 4, b"\x48\x83\xc4" + b[3:4]
+    return 0, b""
+
+
 def stub_offset(original):
-    return len(ENDBR64) if original.startswith(ENDBR64) else 0
+    """Where the change starts: past an endbr64 or an undone first instruction, else 0."""
+    return len(ENDBR64) if original.startswith(ENDBR64) else entry_undo(original)[0]
+
+
+def guarded_form(original):
+    """The original with the stub where daemon/stub.c puts it: after an
+    endbr64, after a first instruction it undoes, or at the entry."""
+    if original.startswith(ENDBR64):
+        off, change = len(ENDBR64), STUB
+    else:
+        off, undo = entry_undo(original)
+        change = undo + STUB
+    return original[:off] + change + original[off + len(change):]
 
 
 def assert_stub(pid, addr, original):
-    """The site holds our stub (after an endbr64) and nothing else changed."""
+    """The site holds our stub where the placement rule puts it and nothing else changed."""
     now = read_mem(pid, addr, len(original))
-    off = stub_offset(original)
-    assert now[off:off + len(STUB)] == STUB, \
-        f"no stub at {addr:#x}: {original.hex()} -> {now.hex()}"
-    assert now[:off] == original[:off] and now[off + len(STUB):] == original[off + len(STUB):], \
-        f"bytes outside the stub changed at {addr:#x}: {original.hex()} -> {now.hex()}"
+    want = guarded_form(original)
+    assert now == want, \
+        f"not guarded as planned at {addr:#x}: {original.hex()} -> {now.hex()} (want {want.hex()})"
 
 
 def assert_original(pid, addr, original):
@@ -99,19 +122,17 @@ class Site:
     """The libc backtrace() site of a process and its two legal contents.
 
     Built before anything touched the process, so `original` is the real
-    thing; the guarded form is the original with the 3-byte stub after an
-    endbr64 (or at the entry), as the stub placement rule says.  8 bytes are
-    compared: the stub and what surrounds it must both be right.
+    thing; the guarded form is guarded_form()'s.  16 bytes are compared:
+    the change and what surrounds it must both be right.
     """
 
-    LEN = 8
+    LEN = 16
 
     def __init__(self, pid):
         self.pid = pid
         self.address = expected_site(pid)
         self.original = read_mem(pid, self.address, self.LEN)
-        off = len(ENDBR64) if self.original.startswith(ENDBR64) else 0
-        self.guarded = self.original[:off] + STUB + self.original[off + len(STUB):]
+        self.guarded = guarded_form(self.original)
         assert self.guarded != self.original, "the site already holds the stub"
 
     def now(self):
