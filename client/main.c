@@ -152,6 +152,8 @@ static void print_help(void)
 "                        fork), through its next exec and guard the new program\n"
 "                        before its own code runs; \"armed\" is printed once it\n"
 "                        is followed, --deadline is how long to wait for the exec\n"
+"                        (1..600000 ms; the daemon ends any follow 10 minutes\n"
+"                        after the process started)\n"
 "  -h, --help            show this help and exit\n"
 "  -V, --version         show the version and exit\n"
 "\n"
@@ -398,9 +400,11 @@ static void parse_args(int argc, char **argv, struct options *o)
 			o->timeout_s = parse_timeout(optarg);
 			break;
 		case 'd':
-			if (parse_decimal(optarg, PROTO_MAX_DEADLINE_MS, &v) < 0 || v == 0)
-				usage_error("invalid --deadline '%s': expected milliseconds, 1..%u",
-					    optarg, PROTO_MAX_DEADLINE_MS);
+			/* The action's own limit is checked once it is known. */
+			if (parse_decimal(optarg, PROTO_MAX_FOLLOW_MS, &v) < 0 || v == 0)
+				usage_error("invalid --deadline '%s': expected milliseconds, 1..%u "
+					    "(1..%u with --at-exec and run)", optarg,
+					    PROTO_MAX_DEADLINE_MS, PROTO_MAX_FOLLOW_MS);
 			o->req.deadline_ms = (uint32_t)v;
 			break;
 		case OPT_TREE:
@@ -475,7 +479,7 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("missing command: guard, unguard, status, run, policy or reload");
 	if (!strcmp(argv[optind], "run")) {
 		parse_run(o, argc - optind - 1, argv + optind + 1);
-		return;
+		goto out_socket;
 	}
 	o->req.action = parse_action(argv[optind++]);
 	if (o->req.action == PROTO_ACTION_POLICY || o->req.action == PROTO_ACTION_RELOAD) {
@@ -511,6 +515,10 @@ static void parse_args(int argc, char **argv, struct options *o)
 	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
 		o->out.format = OUTPUT_TABLE;
 out_socket:
+	if (o->req.deadline_ms > proto_max_deadline_ms(o->req.action))
+		usage_error("invalid --deadline '%u': expected milliseconds, 1..%u (1..%u with "
+			    "--at-exec and run)", o->req.deadline_ms, PROTO_MAX_DEADLINE_MS,
+			    PROTO_MAX_FOLLOW_MS);
 	if (strlen(o->socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
 		usage_error("socket path too long (at most %zu bytes): %s",
 			    sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1, o->socket_path);

@@ -44,9 +44,11 @@
  * a stop).  PTRACE_O_EXITKILL is never set.
  *
  * Why the event loop stays responsive: each exec_step() handles the stops
- * that come within about EXEC_STEP_MS and returns; queue.c parks the job
- * until its wake time (1 ms after the exec, 2 ms before it) and serves
- * everybody else meanwhile.  A stop costs the process at most that wait.
+ * that come within about EXEC_STEP_MS and returns - at once when none is
+ * there; queue.c parks the job until its wake time (1 ms after the exec,
+ * 2 to 16 ms before it) and serves everybody else meanwhile.  A stop costs
+ * the process at most that wait.  So the loop follows a whole node's
+ * tasks at once (follows.h: who may take how many slots).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +62,7 @@
 
 #include "arch.h"
 #include "exec.h"
+#include "follows.h"
 #include "log.h"
 #include "procfs.h"
 #include "ptrace.h"
@@ -67,7 +70,8 @@
 #include "timeutil.h"
 
 #define EXEC_STEP_MS       2u     /* one step's work, at most (as ACTION_STEP_US) */
-#define WAKE_BEFORE_MS     2u     /* waiting for the exec */
+#define WAKE_BEFORE_MS     2u     /* waiting for the exec, just after a stop */
+#define WAKE_IDLE_MAX_MS   16u    /* ... and the most it backs off to while quiet */
 #define WAKE_LOADER_MS     1u     /* the loader is at work: come back soon */
 #define MAX_AT_EXEC_OBJECTS 4     /* the executable and its loader */
 
@@ -80,6 +84,7 @@ enum phase {
 struct exec_job {
 	pid_t pid;
 	struct auth_caller caller;
+	bool slot;                     /* holds one of follows' slots for caller.uid */
 	struct ptrace_follow f;
 	enum phase phase;
 	struct proto_result *res;
@@ -89,6 +94,7 @@ struct exec_job {
 	uint64_t last_nr;              /* the last system call entered, UINT64_MAX: none yet */
 	int exec_errno;                /* the last failed execve(), or 0 */
 	unsigned loader_calls;
+	uint32_t wake_before_ms;       /* the next wait for the exec: doubles while quiet */
 	bool wrote;
 	char exe[PATH_MAX];            /* the new program, for the answer */
 	char objects[MAX_AT_EXEC_OBJECTS][PATH_MAX];  /* mapped by the exec itself */
@@ -97,6 +103,10 @@ struct exec_job {
 };
 
 static const uint64_t loader_calls[] = ARCH_LOADER_SYSCALLS;
+
+/* The node's follows, shared out between users (follows.h). */
+static struct follows slots;
+_Static_assert(FOLLOWS_MAX <= PTRACE_MAX_FOLLOW, "every slot needs a follower");
 
 static bool is_exec_call(uint64_t nr)
 {
@@ -366,7 +376,14 @@ static int on_status(struct exec_job *j, int status)
 int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 {
 	struct timespec until, now, left;
-	bool resumed = true;   /* a stop usually follows a resume within microseconds */
+	/*
+	 * Waited for only after a resume of this step, when a stop usually
+	 * follows within microseconds.  A step that finds nothing returns at
+	 * once: a process waiting for its go (a task until slurmstepd lets the
+	 * step exec) may sit there for seconds, and a follow that waited out
+	 * each step would take a whole turn of the loop from every other.
+	 */
+	bool resumed = j->phase == PHASE_SEIZED, stopped = false;   /* interrupted: as resumed */
 	int status, r;
 
 	timespec_after_ms(&until, EXEC_STEP_MS);
@@ -378,6 +395,7 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			return finish(j, r == -ESRCH ? -BTG_ERR_GONE : r);
 		if (r == 0)
 			break;
+		stopped = true;
 		r = on_status(j, status);
 		if (r == EXEC_ARMED) {
 			snprintf(j->res->message, sizeof(j->res->message),
@@ -401,7 +419,16 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			 "process %d did not exec before the deadline; let go, nothing was written", j->pid);
 		return finish(j, -ETIMEDOUT);
 	}
-	*ret_wake_ms = now_ms() + (j->phase == PHASE_LOADER ? WAKE_LOADER_MS : WAKE_BEFORE_MS);
+	/*
+	 * Before the exec, a quiet process is looked at less and less often
+	 * (2, 4 ... 16 ms): many followed tasks cost the loop little, and a
+	 * stop waits at most that long; after a stop, soon again.
+	 */
+	if (stopped || j->phase == PHASE_LOADER)
+		j->wake_before_ms = WAKE_BEFORE_MS;
+	else if (j->wake_before_ms < WAKE_IDLE_MAX_MS)
+		j->wake_before_ms = j->wake_before_ms ? 2 * j->wake_before_ms : WAKE_BEFORE_MS;
+	*ret_wake_ms = now_ms() + (j->phase == PHASE_LOADER ? WAKE_LOADER_MS : j->wake_before_ms);
 	return EXEC_AGAIN;
 }
 
@@ -418,19 +445,43 @@ void exec_end(struct exec_job *j)
 	/* Every answer let it go; this only guards against a broken caller. */
 	if (j->f.seized)
 		ptrace_follow_release(&j->f, 0);
+	if (j->slot)
+		follows_put(&slots, j->caller.uid);
 	sites_free(&j->sites);
 	free(j);
+}
+
+/*
+ * How long ago the process started (its fork), from its start time in
+ * clock ticks since boot (/proc/PID/stat, which counts CLOCK_BOOTTIME).
+ * 0 when unknown: then the follow is bounded from now.
+ */
+static uint64_t process_age_ms(uint64_t starttime)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec now;
+	uint64_t start_ms, now_boot_ms;
+
+	if (!starttime || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) < 0)
+		return 0;
+	start_ms = starttime * 1000u / (uint64_t)hz;
+	now_boot_ms = timespec_to_ms(&now);
+	return now_boot_ms > start_ms ? now_boot_ms - start_ms : 0;
 }
 
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
 	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **ret)
 {
+	char why[PROTO_MAX_MESSAGE + 1];
 	struct exec_job *j;
 	pid_t *tids = NULL;
 	size_t ntids = 0;
+	uint64_t age_ms;
+	uint32_t hold_ms;
 	int r;
 
-	(void)pin;   /* the tracer sees the exit first: the PID cannot be reused under us */
+	/* The pin is only read for its age: the tracer sees the exit first,
+	 * so the PID cannot be reused under us. */
 	*ret = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
 	r = procfs_list_tasks(pid, &tids, &ntids);
@@ -448,21 +499,37 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 		r = -EINVAL;
 		goto out_answer;
 	}
+	age_ms = process_age_ms(pin->starttime);
+	hold_ms = follows_hold_ms(age_ms, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
+	if (hold_ms == 0) {
+		snprintf(res->message, sizeof(res->message),
+			 "process %d started %" PRIu64 " s ago; a follow lasts at most %u s from a process's start (from its fork to its exec); not followed",
+			 pid, age_ms / 1000, FOLLOWS_MAX_HOLD_MS / 1000);
+		r = -BTG_ERR_LIMIT;
+		goto out_answer;
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		r = -ENOMEM;
 		goto out_answer;
 	}
+	r = follows_take(&slots, caller->uid, why, sizeof(why));
+	if (r < 0) {
+		snprintf(res->message, sizeof(res->message), "process %d not followed: %s", pid, why);
+		free(j);
+		goto out_answer;
+	}
+	j->slot = true;
 	j->pid = pid;
 	j->caller = *caller;
 	j->res = res;
 	j->last_nr = UINT64_MAX;
-	timespec_after_ms(&j->deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
+	timespec_after_ms(&j->deadline, hold_ms);
 	r = ptrace_follow_seize(&j->f, pid);
 	if (r < 0) {
 		snprintf(res->message, sizeof(res->message), "cannot follow process %d: %s", pid,
 			 proto_strerror(r));
-		free(j);
+		exec_end(j);
 		r = r == -ESRCH ? -BTG_ERR_GONE : r;
 		goto out_answer;
 	}

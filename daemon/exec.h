@@ -35,8 +35,11 @@ struct exec_job;
 /*
  * Seizes pid (authorized for caller, pinned by pin, its only task) and
  * interrupts it; the exec is waited for until deadline_ms (0: the
- * default) has passed.  res is written until the job ends.  Returns 0
- * with *ret set (call exec_step()), or the negative code also in res.
+ * default) has passed, and never past FOLLOWS_MAX_HOLD_MS after the
+ * process started.  The job holds one of caller's follow slots until
+ * exec_end() (follows.h): -BTG_ERR_LIMIT, saying which limit, when none
+ * is left to it.  res is written until the job ends.  Returns 0 with
+ * *ret set (call exec_step()), or the negative code also in res.
  */
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
 	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **ret);

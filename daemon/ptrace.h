@@ -202,8 +202,12 @@ struct ptrace_syscall_stop {
 	bool     is_error;
 };
 
-/* Followers at most at once (each is one request's target). */
-#define PTRACE_MAX_FOLLOW 64
+/*
+ * Followers at most at once (each is one request's target, so one
+ * connection's): every task of a large step on a big node.  Who may take
+ * how many is exec.c's business (follows.h).
+ */
+#define PTRACE_MAX_FOLLOW 1024
 
 /*
  * Seizes tid (a process's only task) and interrupts it; its first stop

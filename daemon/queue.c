@@ -8,7 +8,10 @@
  * the one function that decides which, from the entry's state alone: so
  * whatever happened to an entry, calling place() again puts it right.
  * Lists are short (one entry per connection, at most 1,024), so the
- * parked and blocked ones are scanned rather than sorted.
+ * parked and blocked ones are scanned rather than sorted; the parked ones
+ * only when one may be due (parked_due), since a node's worth of follows
+ * waiting for their execs (exec.c) sit there between steps of a few ms,
+ * and a scan per turn would cost the loop their square.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -161,6 +164,8 @@ static void place(struct queue *q, struct queue_entry *e)
 	if (e->job && e->wake_ms > now_ms()) {
 		list_append(&q->parked, e);
 		q->nparked++;
+		if (e->wake_ms < q->parked_due)
+			q->parked_due = e->wake_ms;
 		e->where = QUEUE_PARKED;
 		return;
 	}
@@ -196,15 +201,22 @@ static struct queue_entry *pop_ready(struct queue *q)
 	return e;
 }
 
+/* The parked entries due by now go to their lines; parked_due becomes exact. */
 static void wake_due(struct queue *q, uint64_t now)
 {
 	struct queue_entry *e, *next;
+	uint64_t due = UINT64_MAX;
 
+	if (now < q->parked_due)
+		return;
 	for (e = q->parked.head; e; e = next) {
 		next = e->next_in;
 		if (e->wake_ms <= now)
 			place(q, e);
+		else if (e->wake_ms < due)
+			due = e->wake_ms;
 	}
+	q->parked_due = due;
 }
 
 /* pid is free again: whoever waited for it may go (each takes its turn). */
@@ -463,6 +475,7 @@ void queue_init(struct queue *q, const struct queue_ops *ops)
 {
 	memset(q, 0, sizeof(*q));
 	q->ops = ops;
+	q->parked_due = UINT64_MAX;
 }
 
 /* Takes e's request, its targets being listed by x (taken over, freed on failure too). */
@@ -583,17 +596,17 @@ size_t queue_shutdown(struct queue *q, struct queue_entry *e)
 	return n;
 }
 
+/*
+ * A lower bound: an entry that left the parked list early (cancelled,
+ * answered) may still set it, and the loop then wakes once for nothing,
+ * when wake_due() makes it exact again.
+ */
 uint64_t queue_next_wake(const struct queue *q)
 {
-	uint64_t wake = UINT64_MAX;
-
-	for (const struct queue_entry *e = q->parked.head; e; e = e->next_in)
-		if (e->wake_ms < wake)
-			wake = e->wake_ms;
-	return wake;
+	return q->nparked ? q->parked_due : UINT64_MAX;
 }
 
 bool queue_ready(const struct queue *q)
 {
-	return q->users || (q->nparked && queue_next_wake(q) <= now_ms());
+	return q->users || (q->nparked && q->parked_due <= now_ms());
 }

@@ -99,6 +99,7 @@ struct queue {
 	struct queue_list parked, blocked;
 	struct queue_entry *active; /* entries with a target in progress */
 	size_t nactive, nparked;
+	uint64_t parked_due;        /* no parked entry is due before (a lower bound) */
 	bool warned_nomem;
 };
 

@@ -229,6 +229,11 @@ static int refuse(struct proto_verdict *why, uint32_t code, const char *fmt, ...
 	return code == BTG_ERR_LIMIT ? -EMSGSIZE : -EBADMSG;
 }
 
+uint32_t proto_max_deadline_ms(unsigned action)
+{
+	return action == PROTO_ACTION_AT_EXEC ? PROTO_MAX_FOLLOW_MS : PROTO_MAX_DEADLINE_MS;
+}
+
 /* The request's fixed part, checked alike by the encoder and the decoder. */
 static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, uint32_t npids,
 			 uint8_t sel, struct proto_verdict *why)
@@ -247,9 +252,9 @@ static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, ui
 			      "6 reload)", action);
 	if (flags & ~PROTO_FLAGS_KNOWN)
 		return refuse(why, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
-	if (deadline_ms > PROTO_MAX_DEADLINE_MS)
+	if (deadline_ms > proto_max_deadline_ms(action))
 		return refuse(why, BTG_ERR_LIMIT, "deadline of %u ms exceeds the limit of %u ms",
-			      deadline_ms, PROTO_MAX_DEADLINE_MS);
+			      deadline_ms, proto_max_deadline_ms(action));
 	if (npids > PROTO_MAX_PIDS)
 		return refuse(why, BTG_ERR_LIMIT, "request names %u PIDs; the limit is %u", npids,
 			      PROTO_MAX_PIDS);

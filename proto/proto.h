@@ -36,6 +36,8 @@
 #define PROTO_MAX_COMMAND  256u    /* bytes of a result's command line */
 #define PROTO_MAX_SELECTED 65536u  /* targets one selector request may reach */
 #define PROTO_MAX_DEADLINE_MS 60000u
+/* at-exec waits for an exec, not a busy process: a launch may be slow */
+#define PROTO_MAX_FOLLOW_MS 600000u
 #define PROTO_DEFAULT_DEADLINE_MS 2000u
 
 enum proto_kind {
@@ -256,6 +258,9 @@ int proto_decode_error(const uint8_t *payload, size_t len, uint32_t *ret_code,
 		       char *message, size_t message_cap);
 int proto_decode_rule(const uint8_t *payload, size_t len, struct proto_rule *ret);
 int proto_decode_notice(const uint8_t *payload, size_t len, char *message, size_t message_cap);
+
+/* The longest deadline a request of action may give (at-exec: PROTO_MAX_FOLLOW_MS). */
+uint32_t proto_max_deadline_ms(unsigned action);
 
 /* Names for humans and JSON; never NULL. */
 const char *proto_action_name(unsigned action);        /* "guard" */

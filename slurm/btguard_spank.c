@@ -13,6 +13,12 @@
  * /usr/bin/btguardctl), `socket=PATH` (default btguardctl's own),
  * `timeout=SECONDS` (default 10: how long one task's arming may take).
  *
+ * A task stays followed from its arming to its exec, however long
+ * slurmstepd takes to fork and arm the step's other tasks before it lets
+ * any of them exec: the follow asks for the longest deadline there is
+ * (FOLLOW_MS), and the daemon ends it 10 minutes after the task's fork
+ * at the latest (btguardd(8), "FOLLOW SLOTS").
+ *
  * A failure to guard is logged and the job runs on unguarded: the shipped
  * plugstack line marks the plugin `optional`.  Marked `required`, a plugin
  * whose init fails stops the job; task_post_fork still never fails a task
@@ -36,6 +42,14 @@ SPANK_PLUGIN(btguard, 1);
 
 #define DEFAULT_CTL "/usr/bin/btguardctl"
 #define DEFAULT_TIMEOUT_S 10
+/*
+ * The follow's deadline: PROTO_MAX_FOLLOW_MS, "until the exec".  One
+ * hook at a time arms the tasks of a step, so on a big node the first
+ * task waits for every other's arming before it execs.
+ */
+#define FOLLOW_MS 600000
+/* btguardctl's whole exchange: the follow, then the loader's few seconds. */
+#define CTL_TIMEOUT_S (FOLLOW_MS / 1000 + 60)
 
 static int enabled;          /* --btguard given, or `all` in plugstack.conf */
 static char ctl[4096] = DEFAULT_CTL;
@@ -115,13 +129,14 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
  */
 static int arm(pid_t task, char *why, size_t why_len)
 {
-	char pidbuf[16], secs[16], line[1024], *argv[11];
+	char pidbuf[16], secs[16], follow[16], line[1024], *argv[13];
 	int argc = 0, fds[2], status, r;
 	size_t len = 0;
 	pid_t mid;
 
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)task);
-	snprintf(secs, sizeof(secs), "%d", timeout_s);
+	snprintf(secs, sizeof(secs), "%d", CTL_TIMEOUT_S + timeout_s);
+	snprintf(follow, sizeof(follow), "%d", FOLLOW_MS);
 	argv[argc++] = ctl;
 	if (sock[0]) {
 		argv[argc++] = "--socket";
@@ -130,6 +145,8 @@ static int arm(pid_t task, char *why, size_t why_len)
 	argv[argc++] = "--json";
 	argv[argc++] = "--timeout";
 	argv[argc++] = secs;
+	argv[argc++] = "--deadline";
+	argv[argc++] = follow;
 	argv[argc++] = "guard";
 	argv[argc++] = "--at-exec";
 	argv[argc++] = pidbuf;

@@ -267,7 +267,7 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 
 	(void)caller;
 	*ret = NULL;
-	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= PROTO_MAX_DEADLINE_MS);
+	FUZZ_CHECK(deadline_ms >= 1 && deadline_ms <= proto_max_deadline_ms(action));
 	/* Targets start in request order, each once. */
 	FUZZ_CHECK(cur->exp.run < cur->exp.n && pid == cur->exp.pids[cur->exp.run]);
 	FUZZ_CHECK(target->ours == pid);  /* the pin travels with its PID */

@@ -74,6 +74,9 @@ MUTANTS = [
      [("\tif (cred.uid != 0 && s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE) {",
        "\tif (cred.uid != 0 && s->nconns >= SERVER_MAX_CONNS) {")],
      ["test_fairness.py::test_root_keeps_its_reserve_when_users_fill_the_rest"]),
+    ("one user's follows not held to its share", "daemon/follows.c",
+     [("\tif (uid != 0 && mine >= FOLLOWS_PER_UID) {", "\tif (uid != 0 && mine >= FOLLOWS_MAX) {")],
+     ["unit", "test_follow_share.py::test_one_user_cannot_take_every_follow_slot"]),
     ("a busy target retried within its turn (the loop held until it is free)", "daemon/queue.c",
      [("\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n",
        "\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n"

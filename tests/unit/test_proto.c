@@ -352,14 +352,20 @@ static void request_decoder_rejections(void **state)
 #define OVER(...) do { raw_request(r, __VA_ARGS__); \
 	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), -EMSGSIZE); } while (0)
 	OVER(PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_DEADLINE_MS + 1, 1, 5);
+	OVER(PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_FOLLOW_MS, 1, 5);   /* at-exec's, not guard's */
+	OVER(PROTO_ACTION_AT_EXEC, 0, 0, PROTO_MAX_FOLLOW_MS + 1, 1, 5);
 	OVER(PROTO_ACTION_GUARD, 0, 0, 0xffffffffu, 1, 5);
 	OVER(PROTO_ACTION_GUARD, 0, 0, 0, PROTO_MAX_PIDS + 1, 5);
 #undef OVER
 	assert_int_equal(out->npids, 77);
 
-	/* The deadline limit itself is allowed. */
+	/* The deadline limit itself is allowed; at-exec's is longer (it waits for an exec). */
 	raw_request(r, PROTO_ACTION_GUARD, 0, 0, PROTO_MAX_DEADLINE_MS, 1, 5);
 	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
+	raw_request(r, PROTO_ACTION_AT_EXEC, 0, 0, PROTO_MAX_FOLLOW_MS, 1, 5);
+	assert_int_equal(proto_decode_request(r->b, r->n, out, NULL), 0);
+	assert_int_equal(out->deadline_ms, PROTO_MAX_FOLLOW_MS);
+	assert_int_equal(proto_max_deadline_ms(PROTO_ACTION_STATUS), PROTO_MAX_DEADLINE_MS);
 
 	/* A bad PID anywhere in the list, not just first. */
 	raw_request(r, PROTO_ACTION_STATUS, 0, 0, 0, 3, 9);
