@@ -232,7 +232,8 @@ demo: check-deps
 
 # Benchmarks (docs/PERFORMANCE.md): pause, latency, fleet and footprint, side
 # by side with gdb; then the node-wide figures (bench/node: status --all of
-# 10,000 processes, guard by selector of 1,000).  About a minute; BENCH_ARGS=--quick for a smoke run.
+# 10,000 processes, guard by selector of 1,000, the at-risk rule's window from
+# torch mapped to guarded).  A few minutes; BENCH_ARGS=--quick for a smoke run.
 # gdb (from tests/install-deps) is only the comparison.
 bench: check-deps
 	$(MAKE) all bench-tools
@@ -256,6 +257,8 @@ install: all man
 	done
 	install -D -m 0644 completion/btguardctl $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) $(wildcard README.md SECURITY.md proto/PROTOCOL.md)
+	# Examples to copy into btguardd.conf.d, never read from here.
+	install -D -m 0644 -t $(DESTDIR)$(DOCDIR)/examples etc/examples/python-at-exec.conf
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	# The units name /usr/local paths; point them at where this install puts things.
 	sed 's|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguardd.socket > $(DESTDIR)$(UNITDIR)/btguardd.socket
