@@ -10,7 +10,8 @@
  * followed, with --verbose, by one indented line per site.  The JSON format
  * is one object per PID per line with fixed keys (see --help).  Strings from
  * the daemon are untrusted: an object path is whatever the target mapped,
- * so both formats escape them (see output.h).
+ * a command line whatever its user typed, so every format escapes them
+ * (proto/escape.h says what).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,88 +22,29 @@
 #include <sys/types.h>
 
 #include "output.h"
+#include "escape.h"
 
-/*
- * Length of the valid UTF-8 sequence at s (n bytes available), or 0 when
- * it is invalid: bad lead byte, missing continuation, overlong form,
- * surrogate, or beyond U+10FFFF.
- */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
+/* Both formats escape through proto/escape.c: one rule for client and daemon. */
+static void write_escaped(FILE *f, const char *s, enum escape_style style)
 {
-	uint32_t cp, min;
-	size_t len;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2; cp = s[0] & 0x1f; min = 0x80;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		len = 3; cp = s[0] & 0x0f; min = 0x800;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4; cp = s[0] & 0x07; min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-void output_json_string(FILE *f, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	size_t n = strlen(str);
+	size_t n = strlen(s);
 
 	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		size_t len;
+		char one[ESCAPE_MAX + 1];
 
-		switch (c) {
-		case '"':  fputs("\\\"", f); i++; continue;
-		case '\\': fputs("\\\\", f); i++; continue;
-		case '\n': fputs("\\n", f); i++; continue;
-		case '\r': fputs("\\r", f); i++; continue;
-		case '\t': fputs("\\t", f); i++; continue;
-		}
-		if (c < 0x20 || c == 0x7f) {
-			fprintf(f, "\\u%04x", c);
-			i++;
-			continue;
-		}
-		len = utf8_sequence(s + i, n - i);
-		if (len == 0) {
-			fputs("\\ufffd", f);
-			i++;
-			continue;
-		}
-		fwrite(s + i, 1, len, f);
-		i += len;
+		i += escape_next(s + i, n - i, style, one);
+		fputs(one, f);
 	}
 }
 
-void output_text(FILE *f, const char *str)
+void output_json_string(FILE *f, const char *s)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	size_t n = strlen(str);
+	write_escaped(f, s, ESCAPE_JSON);
+}
 
-	for (size_t i = 0; i < n;) {
-		size_t len = s[i] < 0x20 || s[i] == 0x7f ? 0 : utf8_sequence(s + i, n - i);
-
-		if (len == 0) {
-			fprintf(f, "\\x%02x", s[i]);
-			i++;
-			continue;
-		}
-		fwrite(s + i, 1, len, f);
-		i += len;
-	}
+void output_text(FILE *f, const char *s)
+{
+	write_escaped(f, s, ESCAPE_TEXT);
 }
 
 static bool changes_bytes(unsigned action)
@@ -344,6 +286,22 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 
 #define TABLE_COMMAND_WIDTH 60
 
+/*
+ * cut is the first bytes of whole; where the cut split a UTF-8 character,
+ * ends cut before it, so a long command line is shortened by whole
+ * characters and never shows the cut's halves as invalid bytes.
+ */
+static void cut_at_character(char *cut, const char *whole)
+{
+	size_t n = strlen(cut);
+
+	if (whole[n] == '\0')
+		return;
+	while (n > 0 && ((unsigned char)whole[n] & 0xc0) == 0x80)
+		n--;
+	cut[n] = '\0';
+}
+
 static void print_row(struct output *o, const struct proto_result *res)
 {
 	FILE *f = o->out;
@@ -368,6 +326,7 @@ static void print_row(struct output *o, const struct proto_result *res)
 	else
 		fprintf(f, "%-10s %-8s ", proto_proc_state_name(res->state), risk);
 	snprintf(cmd, sizeof(cmd), "%s", res->command);
+	cut_at_character(cmd, res->command);
 	output_text(f, cmd);
 	fputc('\n', f);
 	if (res->error != BTG_OK) {

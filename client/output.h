@@ -60,15 +60,17 @@ int output_end(struct output *o);
 bool output_vanished(const struct proto_result *res);
 
 /*
- * Writes s to f as the body of a JSON string (no quotes): ", \ and control
- * characters escaped, valid UTF-8 passed through, each byte of an invalid
- * sequence replaced by U+FFFD.  Exposed for the request-level error path.
+ * Writes s to f as the body of a JSON string (no quotes), escaped as
+ * proto/escape.h's ESCAPE_JSON says: ", \, controls (C0, DEL, C1) and bidi
+ * controls as escapes, each byte of an invalid sequence as U+FFFD.
  */
 void output_json_string(FILE *f, const char *s);
 
 /*
- * Writes s for a terminal: control characters, DEL and invalid UTF-8 bytes
- * as \xNN, so a hostile object path cannot send escape sequences.
+ * Writes s for a terminal, escaped as proto/escape.h's ESCAPE_TEXT says:
+ * C0, DEL and invalid UTF-8 bytes as \xNN, C1 and bidi controls as
+ * \uNNNN, a backslash doubled; so a hostile command line or object path
+ * cannot send escape sequences or reorder the line.
  */
 void output_text(FILE *f, const char *s);
 

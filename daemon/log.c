@@ -8,8 +8,9 @@
  * records are single "btguardd: <level>: message" lines on stderr.
  *
  * Paths and messages come from other processes (a target's exe link, a
- * result text that quotes a mapped object's path), so control characters
- * are escaped: one record is always exactly one line.
+ * result text that quotes a mapped object's path), so control characters,
+ * bidi controls and invalid UTF-8 are escaped: one record is always exactly
+ * one line.
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -23,6 +24,7 @@
 #define SD_JOURNAL_SUPPRESS_LOCATION 1
 #include <systemd/sd-journal.h>
 
+#include "escape.h"
 #include "log.h"
 
 /*
@@ -75,36 +77,14 @@ static const char *priority_name(int priority)
 }
 
 /*
- * Copies src into dst (cap > 0), escaping bytes a terminal or a line-based
- * reader would misinterpret: control characters and DEL become \xNN and a
- * backslash becomes "\\", so the escaping itself is unambiguous.  Truncates
- * at a whole escape; always NUL-terminates.
+ * Copies src into dst escaped as a terminal or a line-based reader needs
+ * (proto/escape.c, the rule the client applies too): controls C0, DEL and
+ * C1, bidi controls and invalid UTF-8 as escapes, a backslash doubled, so
+ * one record is one line that reads in the order it was written.
  */
 static void escape_line(char *dst, size_t cap, const char *src)
 {
-	size_t o = 0;
-
-	for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-		char esc[5];
-		size_t n;
-
-		if (*p < 0x20 || *p == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\x%02x", *p);
-			n = 4;
-		} else if (*p == '\\') {
-			memcpy(esc, "\\\\", 3);
-			n = 2;
-		} else {
-			esc[0] = (char)*p;
-			esc[1] = '\0';
-			n = 1;
-		}
-		if (o + n >= cap)
-			break;
-		memcpy(dst + o, esc, n);
-		o += n;
-	}
-	dst[o] = '\0';
+	escape_string(dst, cap, src, ESCAPE_TEXT);
 }
 
 static void emit(int priority, const char *line)

@@ -249,6 +249,27 @@ def test_at_exec_gives_up_at_the_programs_first_own_system_call(daemon):
         stop_started(child)
 
 
+def test_at_exec_of_a_two_thread_process_is_refused_at_once(daemon, victim):
+    """A thread not followed could exec unseen: a process with two is
+    answered an error before anything is armed, and is never traced."""
+    v = victim("idle", 1)                   # main thread and one sleeper
+    assert len(os.listdir(f"/proc/{v.pid}/task")) == 2
+    # At once: the 60 s deadline is never waited out (20 s is loose for a
+    # loaded machine; an armed follow would wait the whole deadline).
+    try:
+        p = subprocess.run(ctl_argv(daemon, "--deadline", "60000", "guard", "--at-exec", v.pid),
+                           capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"no answer within 20 s: armed? {e.stdout!r}")
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "armed" not in p.stdout, p.stdout
+    assert "has 2 threads" in p.stdout, p.stdout
+    assert_untouched(v.pid)
+    (res,) = daemon.ctl("status", v.pid, check=0).results
+    assert res["state"] == "unguarded", res
+    v.assert_alive()
+
+
 def test_at_exec_without_exec_times_out_and_lets_go(daemon):
     child = launch(vpath("first_line"))
     try:

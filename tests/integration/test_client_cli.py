@@ -771,6 +771,38 @@ def test_unit_without_cgroup_fails_before_sending(fake, tmp_path):
     assert p.returncode == 2 and b"give one" in p.stderr
 
 
+def fake_scontrol(tmp_path):
+    """An scontrol on PATH that knows no step of any job (as on a node
+    where the job has none running)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "scontrol"
+    script.write_text("#!/bin/sh\necho 'There are no steps for job 42 on node (null).'\nexit 1\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+# A step ID is kept in a fixed buffer (client/slurm.h, SLURM_MAX_STEP = 32
+# with its NUL): 31 characters are the longest it holds, 32 the first it
+# must refuse.  Under the ASan build of the client (make check's second
+# run) a copy one byte too long is a report, which run() fails on.
+LONGEST_STEP = "0" * 30 + "7"
+FIRST_TOO_LONG = "0" * 31 + "7"
+
+
+def test_longest_slurm_step_is_taken_and_one_more_is_a_usage_error(fake, tmp_path):
+    d = fake(reply(done(0)))
+    env = fake_scontrol(tmp_path)
+    p = run_env(["status", "--slurm-job", f"42.{LONGEST_STEP}"], d.path, env)
+    for marker in (b"Sanitizer", b"runtime error:"):
+        assert marker not in p.stderr, p.stderr
+    assert p.returncode != 2, p.stderr           # not refused: asked of scontrol
+    p = run(["status", "--slurm-job", f"42.{FIRST_TOO_LONG}"], sock=d.path)
+    assert p.returncode == 2, p.stderr
+    assert b"invalid --slurm-job" in p.stderr, p.stderr
+    assert d.connections == 0
+
+
 # ------------------------------------------------------- policy, reload --
 
 RULE, POLICY, RELOAD = 5, 5, 6

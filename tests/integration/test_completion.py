@@ -5,8 +5,10 @@ Each case runs a fresh bash that loads bash-completion and our file, sets
 COMP_WORDS/COMP_CWORD/COMP_LINE/COMP_POINT as readline would for the
 command line being typed, calls _btguardctl, and prints COMPREPLY.  The
 btguardctl it completes is the one built here, first on PATH, so the
-options offered are read from its real --help; a stand-in whose --help
-has one more option shows the completion follows the binary, not a list.
+options offered are read from its real --help, and the test derives what
+must be offered (every selector and option) from that --help too; stand-ins
+whose --help has one option more or less show the completion follows the
+binary, not a list.
 """
 
 import os
@@ -68,14 +70,25 @@ def complete(shared_dir):
     return run
 
 
-def help_options():
-    text = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True, text=True,
-                          check=True, timeout=30).stdout
-    section = text.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0]
-    found = set()
-    for m in re.finditer(r"^ {1,6}(?:(-\w),\s+)?(--[\w-]+)(=?)", section, re.M):
-        found |= {m.group(1), m.group(2) + m.group(3)} - {None}
-    return found
+def help_sections(text=None):
+    """{heading: options} for the Selectors and Options sections of
+    btguardctl --help: a section is a paragraph (blank lines between them)
+    whose heading starts with that word, however many lines the heading
+    takes; an option is "-s", "--socket=" for "-s, --socket=PATH"."""
+    if text is None:
+        text = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True, text=True,
+                              check=True, timeout=30).stdout
+    sections = {}
+    for para in re.split(r"\n\s*\n", text):
+        heading = para.split("\n", 1)[0]
+        name = next((n for n in ("Selectors", "Options") if heading.startswith(n)), None)
+        if name is None:
+            continue
+        found = set()
+        for m in re.finditer(r"^ {1,6}(?:(-\w),\s+)?(--[\w-]+)(=?)", para, re.M):
+            found |= {m.group(1), m.group(2) + m.group(3)} - {None}
+        sections[name] = found
+    return sections
 
 
 @pytest.fixture
@@ -107,12 +120,24 @@ def test_verbs_first(complete):
     assert complete("--json", "-s", "/tmp/x.sock", "--deadline=9", "st") == ["status"]
 
 
-def test_options_are_those_of_help(complete):
+def test_selectors_and_options_are_those_of_help(complete):
+    """Everything --help lists under Selectors and Options is offered, and
+    nothing else; the lists come from --help, never from this test."""
+    sections = help_sections()
+    selectors, options = sections["Selectors"], sections["Options"]
+    # The help's own shape: the selectors' heading wraps onto a second line,
+    # which is what once stopped the completion's parser.
+    assert "--all" in selectors and len(selectors) >= 5, selectors
+    assert "--json" in options, options
     offered = set(complete("-"))
-    assert offered == help_options()
+    assert selectors <= offered, f"selectors not offered: {sorted(selectors - offered)}"
+    assert offered == selectors | options
+    # After the command too (getopt permutes), e.g. guard's selectors.
+    assert selectors <= set(complete("status", "--")), selectors
+    for sel in selectors:
+        assert sel in complete("guard", sel[:-1]), sel
     assert complete("--ti") == ["--timeout="]
     assert complete("--tr") == ["--tree"]
-    # Options work after the command too (getopt permutes).
     assert complete("guard", "--js") == ["--json"]
 
 
@@ -126,27 +151,38 @@ def test_option_values(complete, tmp_path):
     assert complete("--timeout", "") == []
 
 
-def test_an_option_of_a_newer_client_is_offered(complete, tmp_path):
-    """A client whose --help has --unit gets --unit, with systemd's units."""
-    fake = tmp_path / "fake"
-    fake.mkdir()
+def test_the_options_of_the_client_being_completed(complete, tmp_path):
+    """A client whose --help has one more option gets it; one whose --help
+    lacks --unit does not get --unit; the real one has --unit, whose value
+    completes to systemd's units."""
     real_help = subprocess.run([str(BTGUARDCTL), "--help"], capture_output=True,
                                text=True, check=True, timeout=30).stdout
-    newer = real_help.replace(
-        "      --tree ", "  -u, --unit=UNIT       the processes of a systemd unit\n"
-        "      --tree ")
-    (fake / "help.txt").write_text(newer)
-    (fake / "btguardctl").write_text(f"#!/bin/sh\ncat {fake / 'help.txt'}\n")
-    (fake / "systemctl").write_text(
+    assert "      --unit=NAME" in real_help and "--frobnicate" not in real_help
+
+    def client(name, help_text):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "help.txt").write_text(help_text)
+        (d / "btguardctl").write_text(f"#!/bin/sh\ncat {d / 'help.txt'}\n")
+        os.chmod(d / "btguardctl", 0o755)
+        return d
+
+    newer = client("newer", real_help.replace(
+        "      --tree ", "      --frobnicate=HOW  a newer client's option\n      --tree "))
+    older = client("older", re.sub(r"(?m)^      --unit=NAME.*\n", "", real_help))
+    assert "--frobnicate=" in complete("--fr", path_extra=[newer])
+    assert complete("--fr") == []
+    assert complete("--u", path_extra=[older]) == ["--user="]
+    assert sorted(complete("--u")) == ["--unit=", "--user="]
+
+    systemd = tmp_path / "systemd"
+    systemd.mkdir()
+    (systemd / "systemctl").write_text(
         "#!/bin/sh\necho 'train.service loaded active running Training job'\n"
         "echo 'web.service loaded active running Web'\n")
-    for f in ("btguardctl", "systemctl"):
-        os.chmod(fake / f, 0o755)
-    assert "--unit=" in complete("--u", path_extra=[fake])
-    assert complete("--unit", "tr", path_extra=[fake]) == ["train.service"]
-    assert complete("-u", "", path_extra=[fake]) == ["train.service", "web.service"]
-    # ... and the real client, which has no --unit, does not offer it.
-    assert complete("--u") == []
+    os.chmod(systemd / "systemctl", 0o755)
+    assert complete("--unit", "tr", path_extra=[systemd]) == ["train.service"]
+    assert complete("status", "--unit", "", path_extra=[systemd]) == ["train.service", "web.service"]
 
 
 def test_pids_with_names(complete, sleeper):

@@ -12,6 +12,7 @@ a second backtrace(), the environment warnings, the exit status for
 monitoring, and the Prometheus text.
 """
 
+import pwd
 import re
 import shutil
 import subprocess
@@ -173,6 +174,36 @@ def test_maps_selects_by_mapped_object(daemon, victim):
     assert pids_of(r) == [with_pre.pid], r
 
 
+@pytest.fixture
+def user_gid_apart():
+    """(name, uid, gid) of a user made for the test whose gid is not its
+    uid (in the group nogroup, 65534, while system uids stay below 1000),
+    so a name resolved to the wrong id selects nobody of theirs; deleted
+    at the end (a test names it before `victim`, so its processes are
+    gone by then)."""
+    name = "btgsel-" + uuid.uuid4().hex[:8]
+    subprocess.run(["useradd", "-M", "-r", "-N", "-g", "nogroup", "-s", "/usr/sbin/nologin",
+                    name], check=True)
+    try:
+        pw = pwd.getpwnam(name)
+        assert pw.pw_uid != pw.pw_gid, pw
+        yield name, pw.pw_uid, pw.pw_gid
+    finally:
+        r = subprocess.run(["userdel", name], capture_output=True, text=True)
+        assert r.returncode == 0, f"userdel {name}: {r.stderr}"
+
+
+def test_user_by_name_is_its_uid_not_its_gid(user_gid_apart, daemon, victim):
+    name, uid, gid = user_gid_apart
+    theirs = victim("idle", 1, user=(uid, gid))
+    exe = str(victim.public_copy("idle"))
+    r = daemon.ctl("status", "--user", name, "--exe", exe, check=0)
+    assert pids_of(r) == [theirs.pid], r
+    assert r.results[0]["uid"] == uid and r.results[0]["user"] == name, r
+    r = daemon.ctl("status", "--user", uid, "--exe", exe, check=0)
+    assert pids_of(r) == [theirs.pid], r
+
+
 def test_user_and_all_for_a_user_see_only_its_own(daemon, victim, test_user):
     uid, _ = test_user
     mine = idle(victim)                       # root's
@@ -329,6 +360,8 @@ def test_partial_after_a_late_load_says_what_callers_reach(daemon, victim, fake_
     ({"TORCH_SHOW_CPP_STACKTRACES": "1", "TORCH_DISTRIBUTED_DEBUG": "detail"},
      ["torch-cpp-stacktraces", "torch-distributed-debug"]),
     ({"TORCH_SHOW_CPP_STACKTRACES": "0", "TORCH_DISTRIBUTED_DEBUG": "INFO"}, []),
+    # Set but empty is off for torch (c10's env parsing), so no warning.
+    ({"TORCH_SHOW_CPP_STACKTRACES": "", "TORCH_DISTRIBUTED_DEBUG": ""}, []),
 ])
 def test_environment_warnings(daemon, victim, env, names):
     v = idle(victim, env=env)

@@ -36,6 +36,14 @@ static void job_ids(void **state)
 	assert_string_equal(job("42.extern").step, "extern");
 	assert_string_equal(job("42.interactive").step, "interactive");
 	assert_int_equal(job("4294967294").id, 4294967294u);
+	/* The step's buffer holds 31 characters and its NUL: the longest step
+	 * is taken whole, one more is refused (never copied; under ASan, make
+	 * check's second unit run, a copy would be a report). */
+	assert_int_equal(SLURM_MAX_STEP, 32);
+	assert_string_equal(job("42.0000000000000000000000000000007").step,
+			    "0000000000000000000000000000007");
+	assert_int_equal(strlen(job("42.0000000000000000000000000000007").step), 31);
+	assert_int_equal(slurm_parse_job("42.00000000000000000000000000000007", &j), -EINVAL);
 
 	static const char *const bad[] = {
 		"", "0", "-1", "+4", " 42", "42 ", "0x2a", "4294967295", "99999999999",

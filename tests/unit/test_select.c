@@ -156,6 +156,37 @@ static void at_risk_needs_torch_and_a_stack_switcher(void **state)
 	assert_int_equal(select_risk(gevent_copy, 2, NULL, NULL), SELECT_RISK_AT_RISK);
 }
 
+/* torch's c10 by its file name: unversioned and versioned, nothing else. */
+static void at_risk_knows_c10_by_name(void **state)
+{
+	static const char *const greenlet =
+		"/opt/venv/lib/python3.11/site-packages/greenlet/_greenlet.cpython-311-x86_64-linux-gnu.so";
+	static const struct { const char *path; bool c10; } names[] = {
+		{ "/opt/venv/lib/python3.11/site-packages/torch/lib/libc10.so", true },
+		{ "/usr/lib/x86_64-linux-gnu/libc10.so.2.1", true },     /* Debian's python3-torch */
+		{ "/usr/lib/x86_64-linux-gnu/libc10.so.2", true },
+		{ "libc10.so", true },
+		{ "/opt/torch/lib/libc10_cuda.so", false },              /* a sibling, not c10 */
+		{ "/opt/torch/lib/libc10.so-old", false },
+		{ "/opt/torch/lib/libc10.sox", false },
+		{ "/opt/libc10.so/libfoo.so", false },                   /* a directory's name */
+		{ "/usr/lib/x86_64-linux-gnu/libc.so.6", false },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *objects[] = { names[i].path, greenlet };
+		const char *torch = NULL;
+
+		assert_int_equal(select_risk(objects, 2, &torch, NULL),
+				 names[i].c10 ? SELECT_RISK_AT_RISK : SELECT_RISK_NONE);
+		if (names[i].c10)
+			assert_ptr_equal(torch, names[i].path);
+		else
+			assert_null(torch);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +195,7 @@ int main(void)
 		cmocka_unit_test(cgroup_files),
 		cmocka_unit_test(selectors_combine),
 		cmocka_unit_test(at_risk_needs_torch_and_a_stack_switcher),
+		cmocka_unit_test(at_risk_knows_c10_by_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
