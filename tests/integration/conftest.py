@@ -12,9 +12,7 @@ here, so a test module may `from conftest import ...` any of them.
 """
 
 import os
-import pwd
 import shutil
-import subprocess
 
 import pytest
 
@@ -24,6 +22,7 @@ from btg.procfs import *  # noqa: F401,F403
 from btg.sites import *  # noqa: F401,F403
 from btg.victims import *  # noqa: F401,F403
 from btg.daemon import *  # noqa: F401,F403
+from btg.users import system_user
 
 
 @pytest.fixture
@@ -81,20 +80,8 @@ def victim():
 def test_user():
     """(uid, gid) of an unprivileged user; created only if missing, and then
     deleted again at the end.  Other users are never touched."""
-    created = False
-    try:
-        pwd.getpwnam(TEST_USER)
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", TEST_USER],
-                       check=True)
-        created = True
-    pw = pwd.getpwnam(TEST_USER)
-    assert pw.pw_uid != 0
-    try:
-        yield (pw.pw_uid, pw.pw_gid)
-    finally:
-        if created:
-            subprocess.run(["userdel", TEST_USER], check=False)
+    with system_user(TEST_USER) as ids:
+        yield ids
 
 
 @pytest.fixture

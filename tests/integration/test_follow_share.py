@@ -24,13 +24,13 @@ are shared out between users: no user can make them fail for others.
 
 import json
 import os
-import pwd
 import subprocess
 import sys
 import time
 
 import pytest
 
+from btg.users import system_user
 from conftest import (ACTION_AT_EXEC, RESULT_ARMED, Wire, decode_result, encode_request,
                       running_daemon, stop_started, thread_problems, tracer_pid, user_prefix)
 
@@ -49,19 +49,8 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def other_user():
-    created = False
-    try:
-        pwd.getpwnam(OTHER_USER)
-    except KeyError:
-        subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", OTHER_USER],
-                       check=True)
-        created = True
-    pw = pwd.getpwnam(OTHER_USER)
-    try:
-        yield (pw.pw_uid, pw.pw_gid)
-    finally:
-        if created:
-            subprocess.run(["userdel", OTHER_USER], check=False)
+    with system_user(OTHER_USER) as ids:
+        yield ids
 
 
 def ctl_argv(d, *args, user=None):
