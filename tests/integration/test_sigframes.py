@@ -94,6 +94,26 @@ def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
     assert thread_problems(v.pid) == []
 
 
+@pytest.mark.parametrize("name,opts", VARIANTS[:2], ids=[" ".join([n] + o) for n, o in VARIANTS[:2]])
+def test_a_thread_just_past_the_kept_first_instruction_runs_the_new_bytes(daemon, victim, name,
+                                                                          opts):
+    """The stub follows the function's first instruction and undoes it, so a
+    thread interrupted right after that instruction (its PC at the first
+    byte of the change) is no obstacle: written under it, it runs the undo
+    and the stub (or, unguarded, the rest of the original) and returns."""
+    v = victim(name, *opts, stdin=True)
+    out = Lines(v.proc)
+    for action, after in (("guard", "guarded"), ("unguard", "unguarded")):
+        tell(v, "park-first")
+        seq = expect(out, "parked")[1]
+        r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=0).results[0]
+        assert r["ok"] and r["state"] == after, r
+        tell(v, "release")
+        assert expect_resumed(out, after) == seq
+        v.assert_alive()
+        assert thread_problems(v.pid) == []
+
+
 def holder_tid(pid):
     """The idle victim's thread named word-holder."""
     for tid in os.listdir(f"/proc/{pid}/task"):

@@ -9,11 +9,16 @@
  *
  * Commands on stdin, one per line:
  *   park     the worker thread takes a signal; its frame says it was
- *            interrupted inside the bytes the guard changes, just after
- *            their first instruction (the original's "push %rbp" or
- *            "push %r15", or the stub's "xor %eax,%eax"), and the handler
- *            parks;
+ *            interrupted strictly inside the bytes the guard changes: the
+ *            stub follows the function's first instruction ("push %rbp" or
+ *            "push %r15"), so the saved PC is after the *second* one (the
+ *            original's "mov %rsp,%rbp" or "push %r14", or the guarded
+ *            form's "pop"; an older btguard's stub at the entry: after its
+ *            "xor %eax,%eax"), and the handler parks;
  *            prints "parked N" once there
+ *   park-first  the same, but interrupted right after the first
+ *            instruction, which the stub keeps: the PC is at the first byte
+ *            of the change, where a thread runs the new bytes cleanly
  *   release  the handler returns: the thread resumes at the saved PC,
  *            finishes the call, and prints "resumed N FRAMES" with what a
  *            fresh backtrace() returns
@@ -54,6 +59,7 @@ static const uint8_t push_rbp[1] = { 0x55 };
 
 static bool opt_altstack, opt_nested, opt_zero_rbp;
 static atomic_int park_seq, release_seq;
+static atomic_bool park_after_first;      /* park-first: the PC right after the first instruction */
 static sigjmp_buf back_to_loop;
 static _Alignas(16) uint8_t fake_stack[1 << 16];
 static pid_t worker_tid;
@@ -141,14 +147,34 @@ void fake_interrupt(void *ucv)
 		g[REG_RAX] = 0;
 		done = 2;
 	} else if (!memcmp(s, push_rbp, sizeof(push_rbp)) || !memcmp(s, push_r15, sizeof(push_r15))) {
-		/* After the push: the register it saved below the return address. */
 		bool rbp = s[0] == push_rbp[0];
+		size_t first = rbp ? 1 : 2;
+		const uint8_t *next = s + first;
 
+		/* The first push: the register it saved below the return address. */
 		*(uintptr_t *)(base - 16) = (uintptr_t)g[rbp ? REG_RBP : REG_R15];
 		g[REG_RSP] = (greg_t)(base - 16);
 		g[REG_RDI] = (greg_t)(uintptr_t)fake_stack;
 		g[REG_RSI] = 0;  /* backtrace(buf, 0): returns without unwinding */
-		done = rbp ? 1 : 2;
+		if (atomic_load(&park_after_first)) {
+			done = first;
+		} else if (rbp ? next[0] == 0x5d : next[0] == 0x41 && next[1] == 0x5f) {
+			/* Guarded: its pop ran too; the stub's xor is next. */
+			g[REG_RSP] = (greg_t)(base - 8);
+			done = first + (rbp ? 1 : 2);
+		} else if (next[0] == 0x48 && next[1] == 0x89 && next[2] == 0xe5) {
+			/* mov %rsp,%rbp */
+			g[REG_RBP] = g[REG_RSP];
+			done = first + 3;
+		} else if (next[0] == 0x41 && (next[1] & 0xf8) == 0x50) {
+			/* push %r8-%r15 */
+			*(uintptr_t *)(base - 24) = (uintptr_t)g[REG_R8 + (next[1] & 7)];
+			g[REG_RSP] = (greg_t)(base - 24);
+			done = first + 2;
+		} else {
+			say("unsupported backtrace() prologue\n", 0, 0);
+			_exit(4);
+		}
 	} else {
 		say("unsupported backtrace() prologue\n", 0, 0);
 		_exit(4);
@@ -257,7 +283,8 @@ int main(int argc, char **argv)
 	if (pthread_create(&t, NULL, worker, NULL) != 0)
 		return 2;
 	while (fgets(line, sizeof(line), stdin)) {
-		if (!strcmp(line, "park\n")) {
+		if (!strcmp(line, "park\n") || !strcmp(line, "park-first\n")) {
+			atomic_store(&park_after_first, line[4] == '-');
 			atomic_fetch_add(&park_seq, 1);
 			sem_post(park_sem);
 		} else if (!strcmp(line, "release\n")) {
