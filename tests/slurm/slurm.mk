@@ -44,4 +44,8 @@ SLURM_CONFDIR ?= /etc/slurm
 .PHONY: install-spank
 install-spank: $(SPANK_SO)
 	install -D -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/btguard.so
-	install -D -m 0644 slurm/btguard.conf $(DESTDIR)$(SLURM_CONFDIR)/plugstack.conf.d/btguard.conf
+	@mkdir -p $(DESTDIR)$(SLURM_CONFDIR)/plugstack.conf.d
+	# The snippet names the plugin by its path: the one this install gives it.
+	sed 's|/usr/lib/x86_64-linux-gnu/slurm-wlm/|$(SLURM_PLUGINDIR)/|' slurm/btguard.conf \
+	    > $(DESTDIR)$(SLURM_CONFDIR)/plugstack.conf.d/btguard.conf
+	chmod 0644 $(DESTDIR)$(SLURM_CONFDIR)/plugstack.conf.d/btguard.conf
