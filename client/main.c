@@ -181,6 +181,8 @@ static void print_help(void)
 "\n"
 "Environment:\n"
 "  BTGUARD_SOCKET   socket path used when --socket is not given\n"
+"  SLURMD_NODENAME  with --slurm-job: the node scontrol is asked about (set\n"
+"                   in every Slurm task)\n"
 "\n"
 "Exit status:\n"
 "  0  every process succeeded\n"

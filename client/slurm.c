@@ -3,8 +3,9 @@
  * --slurm-job: from a Slurm job ID to a selector, on the node the client
  * runs on.  Three steps:
  *
- *   1. `scontrol listpids JOBID` asks the node's slurmstepds which
- *      processes belong to the job here.  Always the whole job: scontrol
+ *   1. `scontrol listpids JOBID [NODE]` asks the node's slurmstepds which
+ *      processes belong to the job here (NODE: the task's own node, when
+ *      btguardctl runs as a Slurm task; see task_node_name()).  Always the whole job: scontrol
  *      takes only numeric steps ("42.batch" is not a step ID to it), so a
  *      step is picked from the STEPID column instead.
  *   2. /proc/PID/cgroup of one of them: the path up to and including the
@@ -273,11 +274,33 @@ static int ms_left(uint64_t deadline_ns)
  * answer must not hang us), or -errno.  More than len bytes are drained
  * and dropped, and *truncated says so.
  */
+/*
+ * The node to ask scontrol about: SLURMD_NODENAME, which slurmstepd sets
+ * for every task, when it looks like a node name.  Without it scontrol
+ * takes the first node whose NodeHostname is this host's name: the right
+ * one on a cluster of one slurmd per host, but where one host runs several
+ * slurmds (multiple-slurmd), every task would be shown the first node's
+ * processes and the README's `srun --ntasks-per-node=1 ... --slurm-job`
+ * would guard one node's tasks however many nodes it ran on.  A value
+ * scontrol could take for an option, or no name at all, is not passed.
+ */
+static const char *task_node_name(void)
+{
+	const char *n = getenv("SLURMD_NODENAME");
+	size_t len;
+
+	if (!n || !*n || *n == '-')
+		return NULL;
+	len = strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+	return n[len] == '\0' && len < 256 ? n : NULL;
+}
+
 static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated,
 			    uint64_t deadline_ns)
 {
 	char id[16];
-	char *argv[] = { "scontrol", "listpids", id, NULL };
+	/* argv[3]: the node, when this runs as a Slurm task (task_node_name). */
+	char *argv[] = { "scontrol", "listpids", id, NULL, NULL };
 	char sink[4096];
 	size_t got = 0;
 	int fds[2], status = 0, r = 0;
@@ -285,6 +308,7 @@ static ssize_t run_listpids(uint32_t job, char *buf, size_t len, bool *truncated
 	ssize_t n;
 
 	snprintf(id, sizeof(id), "%" PRIu32, job);
+	argv[3] = (char *)task_node_name();
 	*truncated = false;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;

@@ -1,15 +1,25 @@
 # SPDX-License-Identifier: MIT
 """A real Slurm on localhost, for the --slurm-job tests.
 
-This file owns starting and stopping a one-node cluster from Debian's
-slurm-wlm and munge: munged on its own key and socket, slurmctld and
-slurmd (proctrack/cgroup with CgroupPlugin=cgroup/v1, or
+This file owns starting and stopping a cluster from Debian's slurm-wlm
+and munge: munged on its own key and socket, slurmctld and one slurmd per
+node (proctrack/cgroup with CgroupPlugin=cgroup/v1, or
 proctrack/linuxproc), all configured, stateful and logging under one
 temporary directory: the jobs' users must reach it, and a checkout's
 path may not let them.  Its configuration and logs are kept afterwards
 in BTGUARD_SLURM_DIR (else build/slurm-test).  Nothing is written to
 /etc: Slurm finds its configuration through SLURM_CONF and munge through
 AuthInfo=socket=..., clients through the same SLURM_CONF.
+
+Several nodes run on this one machine: Debian's Slurm is built with
+multiple-slurmd support, so each node is a slurmd of its own (`slurmd -N
+NAME`), with its own NodeName=, Port=, spool directory, PID and log file
+(%n in slurm.conf), all at 127.0.0.1.
+
+The SPANK plugin comes from the btguard-slurm package (deb_plugstack()):
+extracted with `dpkg-deb -x` into the cluster's temporary directory, and
+plugstack.conf names the files there, so the package's own plugin and
+snippet are what Slurm loads, and nothing is installed on this machine.
 
 Teardown cancels the jobs the test submitted, stops exactly the daemons
 it started (by PID), and removes the Slurm cgroups it caused (only the
@@ -75,14 +85,18 @@ def _wait(pred, what, timeout, alive=None, detail=None):
 class Cluster:
     """munged, slurmctld and slurmd, started under `root` (a directory)."""
 
-    def __init__(self, root, proctrack, plugstack=None):
+    def __init__(self, root, proctrack, plugstack=None, nodes=1):
         self.root = Path(root)
         self.proctrack = proctrack
-        self.plugstack = plugstack   # a plugstack.conf line, or None
+        # A plugstack.conf line, a function of the cluster's directory
+        # returning one (deb_plugstack), or None.
+        self.plugstack = plugstack
         self.host = socket.gethostname().split(".")[0]
-        # A node name of this run's own: Slurm's v1 cgroups are named after
-        # it (/slurm_<node>/...), so two runs on one machine never share one.
-        self.node = f"btg{os.getpid()}"
+        # Node names of this run's own: Slurm's v1 cgroups are named after
+        # them (/slurm_<node>/...), so two runs on one machine never share one.
+        base = f"btg{os.getpid()}"
+        self.nodes = [base] if nodes == 1 else [f"{base}n{i}" for i in range(nodes)]
+        self.node = self.nodes[0]
         self.procs = {}
         self.jobs = []
         # World-readable and traversable: the test users submit jobs, read
@@ -114,11 +128,12 @@ class Cluster:
             # Slurm's munge plugins talk to our munged, not /run/munge.
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={r}/state",
-            f"SlurmdSpoolDir={r}/spool",
+            # %n: the node's name, one of each per slurmd.
+            f"SlurmdSpoolDir={r}/spool/%n",
             f"SlurmctldPidFile={r}/slurmctld.pid",
-            f"SlurmdPidFile={r}/slurmd.pid",
+            f"SlurmdPidFile={r}/slurmd-%n.pid",
             f"SlurmctldLogFile={r}/log/slurmctld.log",
-            f"SlurmdLogFile={r}/log/slurmd.log",
+            f"SlurmdLogFile={r}/log/slurmd-%n.log",
             "MailProg=/bin/true",
             f"ProctrackType={self.proctrack}",
             # Only proctrack makes cgroups: no task/cgroup, no accounting.
@@ -134,12 +149,14 @@ class Cluster:
             "ReturnToService=2",
             # Finished jobs stay visible to `scontrol show job` for the test.
             "MinJobAge=600",
-            f"NodeName={self.node} NodeHostname={self.host} NodeAddr=127.0.0.1 CPUs=2 "
-            "State=UNKNOWN",
-            f"PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
+            *(f"NodeName={node} NodeHostname={self.host} NodeAddr=127.0.0.1 "
+              f"Port={free_port()} CPUs=2 State=UNKNOWN" for node in self.nodes),
+            f"PartitionName=test Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE "
+            "State=UP",
         ]
         if self.plugstack:
-            (r / "etc" / "plugstack.conf").write_text(self.plugstack + "\n")
+            line = self.plugstack(r) if callable(self.plugstack) else self.plugstack
+            (r / "etc" / "plugstack.conf").write_text(line + "\n")
             os.chmod(r / "etc" / "plugstack.conf", 0o644)
             lines.append(f"PlugStackConfig={r}/etc/plugstack.conf")
         self.conf.write_text("\n".join(lines) + "\n")
@@ -184,23 +201,29 @@ class Cluster:
               "munged to answer", START_TIMEOUT, self.alive)
         # -c: a fresh controller state, whatever an earlier run left.
         self._start("slurmctld", ["slurmctld", "-D", "-c", "-f", str(self.conf)])
-        self._start("slurmd", ["slurmd", "-D", "-N", self.node, "-f", str(self.conf)])
-        _wait(lambda: self.node_state() == "idle", "the node to be idle", START_TIMEOUT,
-              self.alive, self.logs)
+        for node in self.nodes:
+            self._start(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+        _wait(lambda: all(self.node_state(n) == "idle" for n in self.nodes),
+              "the nodes to be idle", START_TIMEOUT, self.alive, self.logs)
 
-    def node_state(self):
-        p = subprocess.run(["sinfo", "-h", "-n", self.node, "-o", "%T"], env=self.env,
-                           capture_output=True, text=True, timeout=30)
+    def slurmd_log(self, node=None):
+        """The slurmd log of node (the first node, by default)."""
+        return self.root / "log" / f"slurmd-{node or self.node}.log"
+
+    def node_state(self, node=None):
+        p = subprocess.run(["sinfo", "-h", "-N", "-n", node or self.node, "-o", "%T"],
+                           env=self.env, capture_output=True, text=True, timeout=30)
         return p.stdout.strip()
 
     def stop(self):
         for job in self.jobs:
             subprocess.run(["scancel", str(job)], env=self.env, capture_output=True,
                            timeout=30)
-        if self.jobs and "slurmd" in self.procs:
+        slurmds = [f"slurmd-{node}" for node in self.nodes]
+        if self.jobs and any(name in self.procs for name in slurmds):
             _wait(lambda: not self.squeue(), "cancelled jobs to end", STOP_TIMEOUT)
-        # slurmd before slurmctld before munged: each needs the next.
-        for name in ("slurmd", "slurmctld", "munged"):
+        # slurmds before slurmctld before munged: each needs the next.
+        for name in (*slurmds, "slurmctld", "munged"):
             if name not in self.procs:
                 continue
             proc, log = self.procs[name]
@@ -216,8 +239,8 @@ class Cluster:
         self.remove_cgroups()
 
     def _slurm_cgroups(self):
-        """This node's top cgroups in each v1 hierarchy (slurm_<node>)."""
-        return CGROUP_ROOT.glob(f"*/slurm_{self.node}")
+        """The nodes' top cgroups in each v1 hierarchy (slurm_<node>)."""
+        return [top for node in self.nodes for top in CGROUP_ROOT.glob(f"*/slurm_{node}")]
 
     def remove_cgroups(self):
         """rmdir what Slurm made below /sys/fs/cgroup/*/slurm_<node> and left
@@ -288,10 +311,11 @@ class Cluster:
         _wait(lambda: self.show_job(job)["JobState"] == "RUNNING" and self.listpids(job),
               f"job {job} to run", timeout, self.alive, self.logs)
 
-    def listpids(self, job, step=None):
-        """PIDs `scontrol listpids` names for the job (its step), in its order."""
-        p = subprocess.run(["scontrol", "listpids", str(job)], env=self.env,
-                           capture_output=True, text=True, timeout=30)
+    def listpids(self, job, step=None, node=None):
+        """PIDs `scontrol listpids` names for the job (its step), in its
+        order, on node (the first node, by default)."""
+        p = subprocess.run(["scontrol", "listpids", str(job), node or self.node],
+                           env=self.env, capture_output=True, text=True, timeout=30)
         rows = [line.split() for line in p.stdout.splitlines()[1:]]
         return [int(r[0]) for r in rows
                 if len(r) >= 3 and r[0].isdigit() and step in (None, r[2])]
@@ -326,13 +350,50 @@ class Users:
             subprocess.run(["userdel", name], check=False)
 
 
-def running_cluster(proctrack, plugstack=None):
-    """A started Cluster in a temporary directory, stopped afterwards; its
-    configuration, logs and job output are kept in DIR/<proctrack name>,
-    and the logs printed (pytest shows them when a test failed)."""
-    keep = DIR / (proctrack.split("/")[-1] + ("-spank" if plugstack else ""))
+def slurm_deb():
+    """The btguard-slurm package to test: BTGUARD_SLURM_DEB (`make
+    check-slurm` builds it), else the one `make check-deb` left in
+    build/deb."""
+    if os.environ.get("BTGUARD_SLURM_DEB"):
+        return Path(os.environ["BTGUARD_SLURM_DEB"])
+    debs = sorted((btg.BUILD / "deb").glob("btguard-slurm_*.deb"))
+    if len(debs) != 1:
+        pytest.fail(f"no single btguard-slurm_*.deb in {btg.BUILD / 'deb'}: "
+                    "run `make check-slurm` (or `make check-deb`)")
+    return debs[0]
+
+
+def deb_plugstack(*args):
+    """The plugstack.conf line for running_cluster's plugstack: the package's
+    snippet (one line, `optional PATH`), with PATH moved into the package
+    as `dpkg-deb -x` extracted it into the cluster's directory, and args
+    (btguardctl=..., socket=...) after it."""
+    deb = slurm_deb()
+
+    def line(root):
+        dest = root / "btguard-slurm"
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True,
+                       capture_output=True, timeout=60)
+        os.chmod(dest, 0o755)    # srun loads the plugin as the job's user
+        snippet = dest / "etc" / "slurm" / "plugstack.conf.d" / "btguard.conf"
+        rows = [r.split() for r in snippet.read_text().splitlines()
+                if r.strip() and not r.lstrip().startswith("#")]
+        assert len(rows) == 1 and len(rows[0]) == 2 and rows[0][0] == "optional", rows
+        so = dest / rows[0][1].lstrip("/")
+        assert so.is_file(), f"{deb.name}'s snippet names {rows[0][1]}, not in the package"
+        return " ".join(["optional", str(so), *args])
+    return line
+
+
+def running_cluster(proctrack, plugstack=None, nodes=1):
+    """A started Cluster of `nodes` nodes in a temporary directory, stopped
+    afterwards; its configuration, logs and job output are kept in
+    DIR/<proctrack name>[-spank][-N<nodes>], and the logs printed (pytest
+    shows them when a test failed)."""
+    keep = DIR / (proctrack.split("/")[-1] + ("-spank" if plugstack else "")
+                  + (f"-N{nodes}" if nodes > 1 else ""))
     shutil.rmtree(keep, ignore_errors=True)
-    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack, plugstack)
+    cluster = Cluster(tempfile.mkdtemp(prefix="btg-slurm-"), proctrack, plugstack, nodes)
     saved = os.environ.get("SLURM_CONF")
     # btguardctl runs scontrol with its caller's environment, and the
     # integration helpers (Daemon.ctl) pass this process's on.

@@ -26,7 +26,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
 
 OWNER = slurmlib.OWNER
 TASKS = 128
-SPANK_SO = btg.BUILD / "slurm" / "btguard.so"
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +36,8 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def cluster(users, daemon):
-    if not SPANK_SO.exists():
-        pytest.fail(f"{SPANK_SO} missing: run `make spank`")
     # The plugin's defaults: its follow must not need a longer timeout= for a big step.
-    line = f"optional {SPANK_SO} btguardctl={btg.BTGUARDCTL} socket={daemon.socket}"
+    line = slurmlib.deb_plugstack(f"btguardctl={btg.BTGUARDCTL}", f"socket={daemon.socket}")
     yield from slurmlib.running_cluster("proctrack/linuxproc", plugstack=line)
 
 
@@ -65,7 +62,7 @@ def test_every_task_of_a_large_step_starts_guarded(cluster, users):
     unguarded = sorted(t for t, n in counts.items() if n != 0)
     # What the plugin logged, in slurmstepd's log or the step's error output: each task
     # whose arming failed.  (A follow that ends later, unguarded, shows as a count above.)
-    slurmd_log = cluster.root / "log" / "slurmd.log"
+    slurmd_log = cluster.slurmd_log()
     said = [line for line in (p.stderr + slurmd_log.read_text(errors="replace")).splitlines()
             if "btguard:" in line and "unguarded" in line]
     assert not unguarded, (f"{len(unguarded)} of {TASKS} tasks started unguarded "

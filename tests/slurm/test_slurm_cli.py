@@ -60,3 +60,25 @@ def test_scontrol_that_hangs_is_killed_at_the_timeout(tmp_path):
             env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert p.returncode == 1, p
     assert "did not answer within 0.5 s" in p.stderr and "nothing was sent" in p.stderr, p
+
+
+@pytest.mark.parametrize("node,argv", [
+    (None, "listpids 42"),
+    ("btg1n2", "listpids 42 btg1n2"),   # as slurmstepd sets it for a task
+    ("-x", "listpids 42"),              # would be an option to scontrol
+    ("a b", "listpids 42"),             # not a node name
+])
+def test_scontrol_asks_about_the_tasks_own_node(tmp_path, node, argv):
+    """Run as a Slurm task (srun ... btguardctl --slurm-job), btguardctl
+    names its node to scontrol: where one host runs several slurmds,
+    scontrol would otherwise show every task the first node's processes."""
+    log = tmp_path / "argv"
+    fake = tmp_path / "scontrol"
+    fake.write_text(f'#!/bin/sh\necho "$*" > {log}\nexit 1\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    if node is not None:
+        env["SLURMD_NODENAME"] = node
+    p = ctl("guard", "--slurm-job", "42", env=env)
+    assert p.returncode == 1 and "nothing was sent" in p.stderr, p
+    assert log.read_text().strip() == argv

@@ -2,8 +2,10 @@
 """The SPANK plugin against a real Slurm: every task guarded from its first
 instruction.
 
-The plugin (slurm/btguard_spank.c, built as build/slurm/btguard.so) is in
-this cluster's plugstack.conf, pointed at a btguardd this test started.
+The plugin (slurm/btguard_spank.c) comes from the btguard-slurm package,
+extracted into the cluster's directory (slurmlib.deb_plugstack): its
+snippet's `optional` line, with the arguments that point it at a
+btguardd this test started, is this cluster's plugstack.conf.
 In slurmstepd it runs `btguardctl guard --at-exec TASK` from
 task_post_fork, before the task execs; the daemon follows the task
 through its exec and guards it before the program's code runs.
@@ -31,7 +33,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
 OWNER = slurmlib.OWNER
 WORKLOAD = slurmlib.REPO / "tests" / "workloads" / "torch_greenlet.py"
 TORCH_LAST = "errors 40 ok"
-SPANK_SO = btg.BUILD / "slurm" / "btguard.so"
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +43,8 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def cluster(users, daemon):
-    if not SPANK_SO.exists():
-        pytest.fail(f"{SPANK_SO} missing: run `make spank`")
-    line = f"optional {SPANK_SO} btguardctl={btg.BTGUARDCTL} socket={daemon.socket} timeout=30"
+    line = slurmlib.deb_plugstack(f"btguardctl={btg.BTGUARDCTL}", f"socket={daemon.socket}",
+                                  "timeout=30")
     yield from slurmlib.running_cluster("proctrack/cgroup", plugstack=line)
 
 
