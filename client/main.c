@@ -71,6 +71,7 @@ struct options {
 	const char *output_path;    /* --output: written to a temporary file, then renamed */
 	char        output_tmp[PATH_MAX];
 	bool        ended;          /* the reply was complete and its report written */
+	bool        rule_metrics;   /* the POLICY request after a Prometheus status */
 	struct output out;
 	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
 	bool        at_exec;        /* guard --at-exec PID */
@@ -794,7 +795,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 				return EXIT_OK;
 			}
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
-				if (!count && o->out.format != OUTPUT_JSON)
+				if (!count && o->out.format == OUTPUT_LINES)
 					puts("no policy rules");
 				return EXIT_OK;
 			}
@@ -814,6 +815,9 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 		case PROTO_KIND_ERROR:
 			if (proto_decode_error(payload, h.length, &code, text, sizeof(text)) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed error");
+			/* The policy is root's: anyone else's report has no rule counts. */
+			if (o->rule_metrics && code == BTG_ERR_DENIED)
+				return EXIT_OK;
 			fflush(stdout);
 			fprintf(stderr, PROGRAM ": daemon refused the request: %s: ",
 				proto_error_name(code));
@@ -931,6 +935,29 @@ static int run(struct options *o)
 	return r < 0 ? (status ? status : EXIT_FAILED) : r;
 }
 
+/*
+ * status --format=prometheus: the guards by rule come from a second
+ * request, POLICY, after a complete status reply.  Only root may ask for
+ * the policy; for anyone else the report has no rule counts.  When it
+ * fails otherwise, the report is not complete: with --output the old one
+ * stays.
+ */
+static int rule_metrics(struct options *o, int status)
+{
+	int r;
+
+	if (o->out.format != OUTPUT_PROMETHEUS || !o->ended)
+		return status;
+	memset(&o->req, 0, sizeof(o->req));
+	o->req.action = PROTO_ACTION_POLICY;
+	o->rule_metrics = true;
+	r = exchange(o);
+	if (r == EXIT_OK)
+		return status;
+	o->ended = false;
+	return r;
+}
+
 /* A request that reports (or acts): the selector resolved, then the exchange. */
 static int report(struct options *o)
 {
@@ -952,9 +979,9 @@ static int report(struct options *o)
 		if (status)
 			return status;
 		o->out.now = time(NULL);
-		return output_close(o, exchange(o));
+		return output_close(o, rule_metrics(o, exchange(o)));
 	}
-	return exchange(o);
+	return rule_metrics(o, exchange(o));
 }
 
 int main(int argc, char **argv)

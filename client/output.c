@@ -542,7 +542,19 @@ int output_rule(struct output *o, const struct proto_rule *r)
 {
 	FILE *f = o->out;
 
-	if (o->format == OUTPUT_JSON) {
+	if (o->format == OUTPUT_PROMETHEUS) {
+		/* Exclusions guard nothing.  Rule names are [A-Za-z0-9._-]
+		 * (the protocol's rule), so the label needs no escaping. */
+		if (r->flags & PROTO_RULE_EXCLUDE)
+			return 0;
+		if (!o->rules_header) {
+			fputs("# HELP btguard_rule_guards_total Guards each auto-guard rule made "
+			      "that wrote, since the daemon started.\n"
+			      "# TYPE btguard_rule_guards_total counter\n", f);
+			o->rules_header = true;
+		}
+		fprintf(f, "btguard_rule_guards_total{rule=\"%s\"} %" PRIu32 "\n", r->name, r->hits);
+	} else if (o->format == OUTPUT_JSON) {
 		fputs("{\"rule\": \"", f);
 		output_json_string(f, r->name);
 		fprintf(f, "\", \"kind\": \"%s\", \"match\": \"",

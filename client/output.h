@@ -55,6 +55,7 @@ struct output {
 	bool  selecting;         /* the request selected processes rather than naming PIDs */
 	struct output_counts counts;
 	bool  header_done;
+	bool  rules_header;      /* prometheus: the rules' HELP and TYPE are written */
 	/* --format=nagios: state when more than this many processes are at risk
 	 * (the plugin guidelines' plain "N" range, 0..N), and the verdict
 	 * output_end reached. */
@@ -73,7 +74,8 @@ int output_result(struct output *o, const struct proto_result *res);
 /*
  * One rule of the daemon's policy (btguardctl policy): a line
  * "NAME: guard MATCH, N hits (last: PID...)" or a JSON object with the
- * keys rule, kind ("guard" or "exclude"), match, hits, last_pids.
+ * keys rule, kind ("guard" or "exclude"), match, hits, last_pids; for
+ * status --format=prometheus, a btguard_rule_guards_total sample.
  */
 int output_rule(struct output *o, const struct proto_rule *r);
 

@@ -686,13 +686,20 @@ def test_table_summary_and_exit_4_when_at_risk(fake):
     assert len(out) == 5
 
 
+def by_action(status, policy):
+    """A script that answers STATUS with status and POLICY with policy."""
+    def script(daemon, conn, req):
+        (policy if req.action == 5 else status)(daemon, conn, req)
+    return script
+
+
 def test_prometheus_counts(fake):
-    d = fake(reply(
+    d = fake(by_action(reply(
         report_result(10, GUARDED, RISK_COVERED),
         report_result(11, UNGUARDED, RISK_AT_RISK, warnings=1),
         report_result(12, PARTIAL, RISK_COVERED),
         result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN),
-        done(4)))
+        done(4)), reply(error_msg(4100, "root only"))))
     p = run(["status", "--all", "--format=prometheus"], sock=d.path)
     assert p.returncode == 4
     metrics = {}
@@ -889,9 +896,28 @@ def test_nagios_and_output_usage(args, message):
     assert message.encode() in p.stderr, p.stderr
 
 
+def test_prometheus_guards_by_rule_for_root(fake):
+    """The policy's counts follow the status counts; exclusions have none."""
+    d = fake(by_action(nagios_reply(0),
+                       reply(rule("torch", "at-risk", hits=3, pids=(42,)),
+                             rule("sshd", "exe=sshd", flags=RULE_EXCLUDE),
+                             rule("py.exec-2", "exe=python3*", hits=0), done(3))))
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    assert p.returncode == 1 and p.stderr == b""   # 1: the unreadable process
+    out = p.stdout.decode()
+    assert out.endswith("# TYPE btguard_rule_guards_total counter\n"
+                        'btguard_rule_guards_total{rule="torch"} 3\n'
+                        'btguard_rule_guards_total{rule="py.exec-2"} 0\n'), out
+    assert [r.action for r in d.requests] == [STATUS, 5]
+    # The policy request failing otherwise than "denied": no report.
+    d = fake(by_action(nagios_reply(0), reply(error_msg(ERR_LIMIT, "busy"))), name="d2.sock")
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    assert p.returncode == 1 and b"refused" in p.stderr
+
+
 def test_output_is_renamed_complete_or_left_alone(fake, tmp_path):
     target = tmp_path / "btguard.prom"
-    d = fake(nagios_reply(1))
+    d = fake(by_action(nagios_reply(1), reply(rule("torch", "at-risk", hits=2), done(1))))
     before = int(time.time())
     p = run(["status", "--all", "--format=prometheus", "--output", str(target)], sock=d.path)
     assert p.returncode == 4, p.stderr   # the at-risk exit status, as without --output
@@ -901,6 +927,7 @@ def test_output_is_renamed_complete_or_left_alone(fake, tmp_path):
     assert 'btguard_status_errors_by_kind{kind="EACCES"} 1\n' in text
     stamp = int(text.split("\nbtguard_report_timestamp_seconds ")[1].split()[0])
     assert before <= stamp <= time.time() + 1
+    assert 'btguard_rule_guards_total{rule="torch"} 2\n' in text
     assert os.listdir(tmp_path) == ["btguard.prom"]   # no temporary file left
     # The daemon cut off or gone: the last complete report stays, no temporary file.
     d = fake(reply(report_result(10, GUARDED, RISK_COVERED)), name="d2.sock")
