@@ -937,6 +937,16 @@ def test_output_is_renamed_complete_or_left_alone(fake, tmp_path):
             sock=tmp_path / "none.sock")
     assert p.returncode == 3
     assert target.read_text() == text and os.listdir(tmp_path) == ["btguard.prom"]
+    # A link planted where the report goes is replaced, not written through.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("mine\n")
+    target.unlink()
+    target.symlink_to(elsewhere)
+    d = fake(by_action(nagios_reply(0), reply(done(0))), name="d3.sock")
+    p = run(["status", "--all", "--format=prometheus", "--output", str(target)], sock=d.path)
+    assert p.returncode == 1, p.stderr   # the unreadable process
+    assert elsewhere.read_text() == "mine\n" and not target.is_symlink()
+    assert "btguard_processes_at_risk 0\n" in target.read_text()
     # A directory it cannot write: said, exit 1.
     p = run(["status", "--all", "--format=prometheus", "--output",
              str(tmp_path / "no" / "btguard.prom")], sock=d.path)
