@@ -794,6 +794,16 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 					       count == 1 ? "" : "s");
 				return EXIT_OK;
 			}
+			if (o->req.action == PROTO_ACTION_SWEPT) {
+				/* DONE's count: when the last sweep ended; 0, none. */
+				if (count)
+					fprintf(o->out.out, "# HELP btguard_last_sweep_timestamp_seconds "
+						"When the daemon's last sweep of its policy ended.\n"
+						"# TYPE btguard_last_sweep_timestamp_seconds gauge\n"
+						"btguard_last_sweep_timestamp_seconds %" PRIu32 "\n",
+						count);
+				return EXIT_OK;
+			}
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
 				if (!count && o->out.format == OUTPUT_LINES)
 					puts("no policy rules");
@@ -815,8 +825,11 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 		case PROTO_KIND_ERROR:
 			if (proto_decode_error(payload, h.length, &code, text, sizeof(text)) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed error");
-			/* The policy is root's: anyone else's report has no rule counts. */
-			if (o->rule_metrics && code == BTG_ERR_DENIED)
+			/* The policy is root's: anyone else's report has no rule counts.
+			 * A daemon older than SWEPT refuses it as malformed: no time. */
+			if (o->rule_metrics && (code == BTG_ERR_DENIED ||
+						(code == BTG_ERR_PROTO &&
+						 o->req.action == PROTO_ACTION_SWEPT)))
 				return EXIT_OK;
 			fflush(stdout);
 			fprintf(stderr, PROGRAM ": daemon refused the request: %s: ",
@@ -952,6 +965,10 @@ static int rule_metrics(struct options *o, int status)
 	o->req.action = PROTO_ACTION_POLICY;
 	o->rule_metrics = true;
 	r = exchange(o);
+	if (r == EXIT_OK) {
+		o->req.action = PROTO_ACTION_SWEPT;
+		r = exchange(o);
+	}
 	if (r == EXIT_OK)
 		return status;
 	o->ended = false;

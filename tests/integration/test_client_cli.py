@@ -686,10 +686,13 @@ def test_table_summary_and_exit_4_when_at_risk(fake):
     assert len(out) == 5
 
 
-def by_action(status, policy):
-    """A script that answers STATUS with status and POLICY with policy."""
+def by_action(status, policy, swept=None):
+    """A script that answers STATUS with status, POLICY with policy and
+    SWEPT with swept, by default as a daemon older than SWEPT does."""
+    swept = swept or reply(error_msg(4112, "unknown action 7"))
+
     def script(daemon, conn, req):
-        (policy if req.action == 5 else status)(daemon, conn, req)
+        {5: policy, 7: swept}.get(req.action, status)(daemon, conn, req)
     return script
 
 
@@ -908,7 +911,16 @@ def test_prometheus_guards_by_rule_for_root(fake):
     assert out.endswith("# TYPE btguard_rule_guards_total counter\n"
                         'btguard_rule_guards_total{rule="torch"} 3\n'
                         'btguard_rule_guards_total{rule="py.exec-2"} 0\n'), out
-    assert [r.action for r in d.requests] == [STATUS, 5]
+    assert [r.action for r in d.requests] == [STATUS, 5, 7]
+    # The last sweep's time, from a daemon that knows SWEPT; 0 is "none".
+    for when, name in ((1796000000, "s1.sock"), (0, "s2.sock")):
+        d = fake(by_action(nagios_reply(0), reply(done(0)), reply(done(when))), name=name)
+        p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+        assert p.returncode == 1 and p.stderr == b""
+        assert (f"btguard_last_sweep_timestamp_seconds {when}\n" in p.stdout.decode()) == \
+            (when != 0), p.stdout
+        assert [(r.action, r.pids, r.select, r.flags) for r in d.requests][1:] == \
+            [(5, [], 0, 0), (7, [], 0, 0)]
     # The policy request failing otherwise than "denied": no report.
     d = fake(by_action(nagios_reply(0), reply(error_msg(ERR_LIMIT, "busy"))), name="d2.sock")
     p = run(["status", "--all", "--format=prometheus"], sock=d.path)

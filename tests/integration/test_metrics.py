@@ -102,6 +102,8 @@ def test_node_exporter_serves_the_report(tmp_path, victim, fake_torch):
     assert written["btguard_processes_covered"] == 1, text
     assert written['btguard_rule_guards_total{rule="torch"}'] >= 1, text
     assert abs(written["btguard_report_timestamp_seconds"] - time.time()) < 120, text
+    # The policy sweeps every half second: its last sweep is recent.
+    assert abs(written["btguard_last_sweep_timestamp_seconds"] - time.time()) < 60, text
 
     port = free_port()
     exporter = subprocess.Popen(
