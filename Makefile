@@ -18,6 +18,7 @@ DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
 # The policy's path is compiled into the daemon (daemon/policy.h), whatever PREFIX.
 SYSCONFDIR ?= /etc
 # bash-completion's own directory, moved under PREFIX: it also searches
@@ -75,7 +76,7 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 VICTIM_BIN := $(patsubst tests/victims/%.c,$(BUILD)/victims/%,$(VICTIM_SRC))
 MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 
-.PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
+.PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb check-metrics \
         unit integration asan tsan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
 
@@ -171,6 +172,7 @@ check: check-deps
 	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
 	    /usr/bin/python3 -m pytest -q tests/integration
 	$(MAKE) check-mutants
+	$(MAKE) check-metrics
 	$(MAKE) check-install
 	$(MAKE) check-system
 	$(MAKE) check-slurm
@@ -191,6 +193,17 @@ check-quick:
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
 	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
+
+# The shipped Prometheus alert rules and their unit tests, with Debian's
+# promtool; then a real daemon's report served by Debian's real
+# prometheus-node-exporter (tests/integration/test_metrics.py, which
+# `integration` runs too).  Seconds.
+check-metrics: check-deps
+	$(MAKE) all victims
+	promtool check rules deploy/prometheus/btguard.rules.yml
+	cd deploy/prometheus && promtool test rules btguard.rules.test.yml
+	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	    /usr/bin/python3 -m pytest -q tests/integration/test_metrics.py
 
 # The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage
 # in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
@@ -265,7 +278,15 @@ install: all man
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|@BINDIR@|$(PREFIX)/bin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' \
 	    systemd/btguardd.service.in \
 	    > $(DESTDIR)$(UNITDIR)/btguardd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|g; s|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' \
+	    systemd/btguard-metrics.service.in > $(DESTDIR)$(UNITDIR)/btguard-metrics.service
+	sed 's|$(DEFAULT_DOCDIR)|$(DOCDIR)|g' systemd/btguard-metrics.timer \
+	    > $(DESTDIR)$(UNITDIR)/btguard-metrics.timer
+	chmod 0644 $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service \
+	    $(DESTDIR)$(UNITDIR)/btguard-metrics.service $(DESTDIR)$(UNITDIR)/btguard-metrics.timer
+	# Alert rules for Prometheus, and their promtool test, to copy from.
+	install -D -m 0644 -t $(DESTDIR)$(DATADIR)/btguard/prometheus \
+	    deploy/prometheus/btguard.rules.yml deploy/prometheus/btguard.rules.test.yml
 	# The shipped policy is all comments.  An existing one is the admin's: kept.
 	[ -e $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf ] || \
 	    install -D -m 0644 etc/btguardd.conf $(DESTDIR)$(SYSCONFDIR)/btguard/btguardd.conf
@@ -273,7 +294,9 @@ install: all man
 uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(PREFIX)/sbin/btguardd $(DESTDIR)$(PREFIX)/bin/btguardctl \
-	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service
+	      $(DESTDIR)$(UNITDIR)/btguardd.socket $(DESTDIR)$(UNITDIR)/btguardd.service \
+	      $(DESTDIR)$(UNITDIR)/btguard-metrics.service $(DESTDIR)$(UNITDIR)/btguard-metrics.timer
+	rm -rf $(DESTDIR)$(DATADIR)/btguard
 	for page in $(MAN_SRC:man/%.scd=%); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/btguardctl
 	# The policy only if it is still the shipped one: an edited file is the admin's.

@@ -13,6 +13,9 @@
  *   4  status: at least one process is at risk (maps torch's c10 and a
  *      stack-switching library, and its backtrace() is not guarded)
  *
+ * --format=nagios replaces these with the monitoring-plugins codes: 0 OK,
+ * 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no verdict, usage errors included).
+ *
  * Socket I/O lives in conn.c, formatting in output.c.
  */
 #include <errno.h>
@@ -30,6 +33,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -51,6 +55,11 @@ enum exit_status {
 	EXIT_AT_RISK = 4,
 };
 
+/* --format=nagios is on the command line: usage errors are UNKNOWN too. */
+static bool nagios_usage;
+/* The last failure fail() reported, for the Nagios UNKNOWN line. */
+static char last_failure[512];
+
 struct options {
 	const char *socket_path;
 	double      timeout_s;
@@ -58,6 +67,11 @@ struct options {
 	const char *slurm_arg;      /* --slurm-job as given, for messages */
 	struct slurm_job slurm_job; /* --slurm-job: resolved before sending */
 	bool        format_given;
+	bool        thresholds_given;  /* --warning or --critical */
+	const char *output_path;    /* --output: written to a temporary file, then renamed */
+	char        output_tmp[PATH_MAX];
+	bool        ended;          /* the reply was complete and its report written */
+	bool        rule_metrics;   /* the POLICY request after a Prometheus status */
 	struct output out;
 	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
 	bool        at_exec;        /* guard --at-exec PID */
@@ -83,7 +97,9 @@ static void print_help(void)
 "  " PROGRAM " status --all              every process: a table and a summary\n"
 "  " PROGRAM " guard --at-risk           guard every process at risk\n"
 "  " PROGRAM " guard --unit train.service\n"
-"  " PROGRAM " status --all --format=prometheus > /var/lib/node_exporter/btguard.prom\n"
+"  " PROGRAM " status --all --format=prometheus \\\n"
+"      --output /var/lib/prometheus/node-exporter/btguard.prom\n"
+"  " PROGRAM " status --all --format=nagios   a monitoring-plugins check\n"
 "\n"
 "Commands:\n"
 "  guard     patch every loaded backtrace() definition to return 0. The daemon\n"
@@ -137,8 +153,16 @@ static void print_help(void)
 "                        " DEFAULT_SOCKET ")\n"
 "  -j, --json            one JSON object per process per line (see below)\n"
 "      --format=FORMAT   lines, json, table (the default for status with a\n"
-"                        selector) or prometheus (status only: counts per state\n"
-"                        for node_exporter's textfile collector)\n"
+"                        selector), prometheus (status only: counts per state\n"
+"                        for node_exporter's textfile collector) or nagios\n"
+"                        (status only: one monitoring-plugins line; exit 0 OK,\n"
+"                        1 WARNING, 2 CRITICAL, 3 UNKNOWN)\n"
+"      --output=FILE     status: write the report to FILE atomically (a\n"
+"                        temporary file in its directory, then renamed)\n"
+"      --warning=N       nagios: WARNING when more than N processes are at\n"
+"                        risk (default: none)\n"
+"      --critical=N      nagios: CRITICAL when more than N are at risk\n"
+"                        (default 0: any process at risk is critical)\n"
 "  -v, --verbose         also say why a process is at risk and list each\n"
 "                        backtrace() definition (object, address, state)\n"
 "  -t, --timeout=SECONDS limit for the whole exchange, fractions allowed\n"
@@ -218,6 +242,13 @@ static void usage_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputs("\nTry '" PROGRAM " --help' for more information.\n", stderr);
+	if (nagios_usage) {
+		va_start(ap, fmt);
+		vsnprintf(last_failure, sizeof(last_failure), fmt, ap);
+		va_end(ap);
+		output_nagios_unknown(stdout, last_failure);
+		exit(OUTPUT_NAGIOS_UNKNOWN);
+	}
 	exit(EXIT_USAGE);
 }
 
@@ -310,7 +341,20 @@ static enum output_format parse_format(const char *s)
 		return OUTPUT_TABLE;
 	if (!strcmp(s, "prometheus"))
 		return OUTPUT_PROMETHEUS;
-	usage_error("unknown --format '%s': expected lines, json, table or prometheus", s);
+	if (!strcmp(s, "nagios"))
+		return OUTPUT_NAGIOS;
+	usage_error("unknown --format '%s': expected lines, json, table, prometheus or nagios", s);
+}
+
+/* --warning/--critical N: alert when more than N processes are at risk. */
+static uint32_t parse_threshold(const char *opt, const char *s)
+{
+	uint64_t v;
+
+	if (parse_decimal(s, OUTPUT_NO_THRESHOLD - 1, &v) < 0)
+		usage_error("invalid --%s '%s': expected a number of processes at risk, "
+			    "0 or more", opt, s);
+	return (uint32_t)v;
 }
 
 /* guard --at-exec PID: one named process, followed through its next exec. */
@@ -332,9 +376,11 @@ static void parse_run(struct options *o, int n, char **cmd)
 	if (o->req.sel.fields || o->unit || o->slurm_arg || o->at_exec ||
 	    (o->req.flags & PROTO_FLAG_TREE))
 		usage_error("run starts its own process: no --at-exec, --tree or selector");
-	if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE)
-		usage_error("--format=%s reports states: use it with status",
-			    o->out.format == OUTPUT_TABLE ? "table" : "prometheus");
+	if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE ||
+	    o->out.format == OUTPUT_NAGIOS || o->output_path)
+		usage_error("--format=%s and --output report states: use them with status",
+			    o->out.format == OUTPUT_TABLE ? "table" :
+			    o->out.format == OUTPUT_NAGIOS ? "nagios" : "prometheus");
 	o->run_argv = cmd;
 	o->req.action = PROTO_ACTION_AT_EXEC;
 	o->req.npids = 1;   /* the child's, once it is forked */
@@ -346,7 +392,8 @@ static void parse_run(struct options *o, int n, char **cmd)
 static void parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
-	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT, OPT_AT_EXEC };
+	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT, OPT_AT_EXEC,
+	       OPT_WARNING, OPT_CRITICAL, OPT_OUTPUT };
 	static const struct option longopts[] = {
 		{ "socket",   required_argument, NULL, 's' },
 		{ "json",     no_argument,       NULL, 'j' },
@@ -365,6 +412,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{ "slurm-job", required_argument, NULL, OPT_SLURM_JOB },
 		{ "maps",     required_argument, NULL, OPT_MAPS },
 		{ "at-exec",  no_argument,       NULL, OPT_AT_EXEC },
+		{ "warning",  required_argument, NULL, OPT_WARNING },
+		{ "critical", required_argument, NULL, OPT_CRITICAL },
+		{ "output",   required_argument, NULL, OPT_OUTPUT },
 		{ "help",     no_argument,       NULL, 'h' },
 		{ "version",  no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -376,6 +426,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 
 	o->socket_path = env && *env ? env : DEFAULT_SOCKET;
 	o->timeout_s = DEFAULT_TIMEOUT_S;
+	/* By default any process at risk is critical and there is no warning. */
+	o->out.warning = OUTPUT_NO_THRESHOLD;
+	o->out.critical = 0;
 
 	/* Leading ':' so a missing value and an unknown option can be told
 	 * apart; opterr 0 so the messages below are the only ones. */
@@ -456,6 +509,21 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case OPT_AT_EXEC:
 			o->at_exec = true;
 			break;
+		case OPT_WARNING:
+			o->out.warning = parse_threshold("warning", optarg);
+			o->thresholds_given = true;
+			break;
+		case OPT_CRITICAL:
+			o->out.critical = parse_threshold("critical", optarg);
+			o->thresholds_given = true;
+			break;
+		case OPT_OUTPUT:
+			if (!*optarg)
+				usage_error("--output needs a file name");
+			if (strlen(optarg) + sizeof(".4294967295") > sizeof(o->output_tmp))
+				usage_error("--output file name too long");
+			o->output_path = optarg;
+			break;
 		case 'h':
 			print_help();
 			exit(EXIT_OK);
@@ -491,7 +559,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		if (o->req.flags || o->req.deadline_ms)
 			usage_error("%s takes neither --tree nor --deadline",
 				    proto_action_name(o->req.action));
-		if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE)
+		if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE ||
+		    o->out.format == OUTPUT_NAGIOS || o->output_path || o->thresholds_given)
 			usage_error("%s prints lines or JSON", proto_action_name(o->req.action));
 		goto out_socket;
 	}
@@ -514,6 +583,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 		check_at_exec(o);
 	if (o->out.format == OUTPUT_PROMETHEUS && o->req.action != PROTO_ACTION_STATUS)
 		usage_error("--format=prometheus reports states: use it with status");
+	if (o->out.format == OUTPUT_NAGIOS && o->req.action != PROTO_ACTION_STATUS)
+		usage_error("--format=nagios reports states: use it with status");
+	if (o->output_path && o->req.action != PROTO_ACTION_STATUS)
+		usage_error("--output writes a report: use it with status");
+	if (o->thresholds_given && o->out.format != OUTPUT_NAGIOS)
+		usage_error("--warning and --critical go with --format=nagios");
 	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
 		o->out.format = OUTPUT_TABLE;
 out_socket:
@@ -538,6 +613,9 @@ static int fail(int status, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	va_start(ap, fmt);
+	vsnprintf(last_failure, sizeof(last_failure), fmt, ap);
+	va_end(ap);
 	return status;
 }
 
@@ -747,8 +825,18 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 					       count == 1 ? "" : "s");
 				return EXIT_OK;
 			}
+			if (o->req.action == PROTO_ACTION_SWEPT) {
+				/* DONE's count: when the last sweep ended; 0, none. */
+				if (count)
+					fprintf(o->out.out, "# HELP btguard_last_sweep_timestamp_seconds "
+						"When the daemon's last sweep of its policy ended.\n"
+						"# TYPE btguard_last_sweep_timestamp_seconds gauge\n"
+						"btguard_last_sweep_timestamp_seconds %" PRIu32 "\n",
+						count);
+				return EXIT_OK;
+			}
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
-				if (!count && o->out.format != OUTPUT_JSON)
+				if (!count && o->out.format == OUTPUT_LINES)
 					puts("no policy rules");
 				/* The rules shown are not the files': monitoring must see it. */
 				return policy_noticed ? EXIT_FAILED : EXIT_OK;
@@ -759,6 +847,9 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 			if (output_end(&o->out) < 0)
 				return fail(EXIT_FAILED, "writing to standard output: %s",
 					    strerror(EIO));
+			o->ended = true;
+			if (o->out.format == OUTPUT_NAGIOS)
+				return (int)o->out.nagios;
 			/* Monitoring asks "is anything at risk?" first. */
 			if (o->req.action == PROTO_ACTION_STATUS && n->at_risk)
 				return EXIT_AT_RISK;
@@ -766,11 +857,19 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 		case PROTO_KIND_ERROR:
 			if (proto_decode_error(payload, h.length, &code, text, sizeof(text)) < 0)
 				return fail(EXIT_FAILED, "the daemon sent a malformed error");
+			/* The policy is root's: anyone else's report has no rule counts.
+			 * A daemon older than SWEPT refuses it as malformed: no time. */
+			if (o->rule_metrics && (code == BTG_ERR_DENIED ||
+						(code == BTG_ERR_PROTO &&
+						 o->req.action == PROTO_ACTION_SWEPT)))
+				return EXIT_OK;
 			fflush(stdout);
 			fprintf(stderr, PROGRAM ": daemon refused the request: %s: ",
 				proto_error_name(code));
 			output_text(stderr, text[0] ? text : proto_error_text(code));
 			fputc('\n', stderr);
+			snprintf(last_failure, sizeof(last_failure), "daemon refused the request: "
+				 "%s: %s", proto_error_name(code), text[0] ? text : proto_error_text(code));
 			return EXIT_FAILED;
 		default:
 			return fail(EXIT_FAILED, "the daemon sent an unexpected message (kind %u)",
@@ -815,6 +914,52 @@ static int exchange(struct options *o)
 }
 
 /*
+ * --output FILE: the report goes to FILE.PID in FILE's directory, created
+ * new, then renamed over FILE once it is complete and on disk, so a reader
+ * (node_exporter's textfile collector, which reads only *.prom) sees the
+ * old report or the new one, never half of one.  Returns the exit status
+ * to fail with, or 0.
+ */
+static int output_open(struct options *o)
+{
+	int fd;
+
+	snprintf(o->output_tmp, sizeof(o->output_tmp), "%s.%ld", o->output_path,
+		 (long)getpid());
+	fd = open(o->output_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(EXIT_FAILED, "cannot create %s: %s", o->output_tmp, strerror(errno));
+	o->out.out = fdopen(fd, "w");
+	if (!o->out.out) {
+		close(fd);
+		unlink(o->output_tmp);
+		return fail(EXIT_FAILED, "cannot write %s: %s", o->output_tmp, strerror(errno));
+	}
+	return 0;
+}
+
+/* Renames a complete report over FILE; anything else leaves FILE as it was. */
+static int output_close(struct options *o, int status)
+{
+	bool ok = o->ended && fflush(o->out.out) == 0 && !ferror(o->out.out) &&
+		  fsync(fileno(o->out.out)) == 0;
+	int saved = errno;
+
+	if (fclose(o->out.out) != 0)
+		ok = false;
+	o->out.out = stdout;
+	if (ok && rename(o->output_tmp, o->output_path) == 0)
+		return status;
+	if (ok)
+		saved = errno;
+	unlink(o->output_tmp);
+	if (!o->ended)
+		return status;   /* already said why */
+	return fail(o->out.format == OUTPUT_NAGIOS ? OUTPUT_NAGIOS_UNKNOWN : EXIT_FAILED,
+		    "cannot write %s: %s", o->output_path, strerror(saved));
+}
+
+/*
  * run: the command's child is followed by the daemon, then let go to exec;
  * btguardctl ends with the command's status.  A child the daemon could
  * not follow is never let go: nothing runs, and the exchange's status says
@@ -835,25 +980,77 @@ static int run(struct options *o)
 	return r < 0 ? (status ? status : EXIT_FAILED) : r;
 }
 
+/*
+ * status --format=prometheus: the guards by rule come from a second
+ * request, POLICY, after a complete status reply.  Only root may ask for
+ * the policy; for anyone else the report has no rule counts.  When it
+ * fails otherwise, the report is not complete: with --output the old one
+ * stays.
+ */
+static int rule_metrics(struct options *o, int status)
+{
+	int r;
+
+	if (o->out.format != OUTPUT_PROMETHEUS || !o->ended)
+		return status;
+	memset(&o->req, 0, sizeof(o->req));
+	o->req.action = PROTO_ACTION_POLICY;
+	o->rule_metrics = true;
+	r = exchange(o);
+	if (r == EXIT_OK) {
+		o->req.action = PROTO_ACTION_SWEPT;
+		r = exchange(o);
+	}
+	if (r == EXIT_OK)
+		return status;
+	o->ended = false;
+	return r;
+}
+
+/* A request that reports (or acts): the selector resolved, then the exchange. */
+static int report(struct options *o)
+{
+	int status;
+
+	if (o->unit) {
+		status = unit_cgroup(o->unit, o->req.sel.cgroup, sizeof(o->req.sel.cgroup));
+		if (status)
+			return status;
+		o->req.sel.fields |= PROTO_SEL_CGROUP;
+	}
+	if (o->slurm_arg) {
+		status = slurm_job_target(o);
+		if (status)
+			return status;
+	}
+	if (o->output_path) {
+		status = output_open(o);
+		if (status)
+			return status;
+		o->out.now = time(NULL);
+		return output_close(o, rule_metrics(o, exchange(o)));
+	}
+	return rule_metrics(o, exchange(o));
+}
+
 int main(int argc, char **argv)
 {
 	static struct options o;
 	int status;
 
 	o.out.out = stdout;
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--format=nagios") ||
+		    (!strcmp(argv[i], "--format") && i + 1 < argc && !strcmp(argv[i + 1], "nagios")))
+			nagios_usage = true;
 	parse_args(argc, argv, &o);
 	if (o.run_argv)
 		return run(&o);
-	if (o.unit) {
-		status = unit_cgroup(o.unit, o.req.sel.cgroup, sizeof(o.req.sel.cgroup));
-		if (status)
-			return status;
-		o.req.sel.fields |= PROTO_SEL_CGROUP;
+	status = report(&o);
+	if (o.out.format == OUTPUT_NAGIOS && !o.ended) {
+		/* No verdict: whatever went wrong, the plugin's answer is UNKNOWN. */
+		output_nagios_unknown(stdout, last_failure[0] ? last_failure : "no reply");
+		return OUTPUT_NAGIOS_UNKNOWN;
 	}
-	if (o.slurm_arg) {
-		status = slurm_job_target(&o);
-		if (status)
-			return status;
-	}
-	return exchange(&o);
+	return status;
 }

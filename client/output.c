@@ -345,15 +345,32 @@ static void print_row(struct output *o, const struct proto_result *res)
 	}
 }
 
+static void count_error(struct output_counts *c, uint32_t code)
+{
+	for (unsigned i = 0; i < c->nerrors; i++) {
+		if (c->errors[i].code == code) {
+			c->errors[i].n++;
+			return;
+		}
+	}
+	if (c->nerrors == sizeof(c->errors) / sizeof(c->errors[0])) {
+		c->errors_other++;
+		return;
+	}
+	c->errors[c->nerrors].code = code;
+	c->errors[c->nerrors++].n = 1;
+}
+
 static void count(struct output_counts *c, const struct proto_result *res, bool selecting)
 {
 	if (res->error != BTG_OK && selecting && output_vanished(res)) {
 		c->vanished++;
 		return;
 	}
-	if (res->error != BTG_OK)
+	if (res->error != BTG_OK) {
 		c->failed++;
-	else
+		count_error(c, res->error);
+	} else
 		c->processes++;
 	if (res->state <= PROTO_PROC_UNKNOWN)
 		c->state[res->state]++;
@@ -379,6 +396,7 @@ int output_result(struct output *o, const struct proto_result *res)
 			print_row(o, res);
 		break;
 	case OUTPUT_PROMETHEUS:
+	case OUTPUT_NAGIOS:
 		break;
 	case OUTPUT_LINES:
 		if (o->selecting && res->error != BTG_OK && output_vanished(res))
@@ -391,7 +409,7 @@ int output_result(struct output *o, const struct proto_result *res)
 	return 0;
 }
 
-static void print_prometheus(FILE *f, const struct output_counts *c)
+static void print_prometheus(FILE *f, const struct output_counts *c, time_t now)
 {
 	static const unsigned states[] = { PROTO_PROC_GUARDED, PROTO_PROC_PARTIAL,
 					   PROTO_PROC_UNGUARDED, PROTO_PROC_FOREIGN, PROTO_PROC_NONE };
@@ -417,13 +435,85 @@ static void print_prometheus(FILE *f, const struct output_counts *c)
 		"# TYPE btguard_status_errors gauge\n"
 		"btguard_status_errors %u\n",
 		c->at_risk, c->covered, c->warned, c->failed);
+	/* By kind: the error names are the protocol's (proto_error_name), a
+	 * fixed vocabulary, so they need no label escaping. */
+	fputs("# HELP btguard_status_errors_by_kind Processes whose state could not be read, "
+	      "by error.\n"
+	      "# TYPE btguard_status_errors_by_kind gauge\n", f);
+	for (unsigned i = 0; i < c->nerrors; i++)
+		fprintf(f, "btguard_status_errors_by_kind{kind=\"%s\"} %u\n",
+			proto_error_name(c->errors[i].code), c->errors[i].n);
+	if (c->errors_other)
+		fprintf(f, "btguard_status_errors_by_kind{kind=\"other\"} %u\n", c->errors_other);
+	fprintf(f, "# HELP btguard_report_timestamp_seconds When btguardctl made this report "
+		"from the daemon's answer.\n"
+		"# TYPE btguard_report_timestamp_seconds gauge\n"
+		"btguard_report_timestamp_seconds %lld\n", (long long)now);
+}
+
+static void print_threshold(FILE *f, uint32_t t)
+{
+	if (t != OUTPUT_NO_THRESHOLD)
+		fprintf(f, "%" PRIu32, t);
+}
+
+/*
+ * The monitoring-plugins convention: "SERVICE STATE - text | perfdata",
+ * the state from the at-risk count against the thresholds (more than N is
+ * the plain "N" range of the guidelines), counts as perfdata with the
+ * thresholds on at_risk.  Processes that could not be read do not change
+ * the state: they are counted in errors.
+ */
+static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
+{
+	static const char *const names[] = { "OK", "WARNING", "CRITICAL", "UNKNOWN" };
+	const struct output_counts *c = &o->counts;
+	enum output_nagios_state st = OUTPUT_NAGIOS_OK;
+
+	if (o->critical != OUTPUT_NO_THRESHOLD && c->at_risk > o->critical)
+		st = OUTPUT_NAGIOS_CRITICAL;
+	else if (o->warning != OUTPUT_NO_THRESHOLD && c->at_risk > o->warning)
+		st = OUTPUT_NAGIOS_WARNING;
+	fprintf(f, "BTGUARD %s - %u process%s at risk of %u", names[st], c->at_risk,
+		c->at_risk == 1 ? "" : "es", c->processes);
+	if (c->failed)
+		fprintf(f, ", %u unreadable", c->failed);
+	fprintf(f, " | at_risk=%u;", c->at_risk);
+	print_threshold(f, o->warning);
+	fputc(';', f);
+	print_threshold(f, o->critical);
+	fprintf(f, ";0; guarded=%u partial=%u unguarded=%u foreign=%u none=%u covered=%u "
+		"warned=%u errors=%u\n", c->state[PROTO_PROC_GUARDED], c->state[PROTO_PROC_PARTIAL],
+		c->state[PROTO_PROC_UNGUARDED], c->state[PROTO_PROC_FOREIGN],
+		c->state[PROTO_PROC_NONE], c->covered, c->warned, c->failed);
+	return st;
+}
+
+void output_nagios_unknown(FILE *f, const char *why)
+{
+	fputs("BTGUARD UNKNOWN - ", f);
+	output_text(f, why);
+	fputc('\n', f);
+	fflush(f);
 }
 
 int output_rule(struct output *o, const struct proto_rule *r)
 {
 	FILE *f = o->out;
 
-	if (o->format == OUTPUT_JSON) {
+	if (o->format == OUTPUT_PROMETHEUS) {
+		/* Exclusions guard nothing.  Rule names are [A-Za-z0-9._-]
+		 * (the protocol's rule), so the label needs no escaping. */
+		if (r->flags & PROTO_RULE_EXCLUDE)
+			return 0;
+		if (!o->rules_header) {
+			fputs("# HELP btguard_rule_guards_total Guards each auto-guard rule made "
+			      "that wrote, since the daemon started.\n"
+			      "# TYPE btguard_rule_guards_total counter\n", f);
+			o->rules_header = true;
+		}
+		fprintf(f, "btguard_rule_guards_total{rule=\"%s\"} %" PRIu32 "\n", r->name, r->hits);
+	} else if (o->format == OUTPUT_JSON) {
 		fputs("{\"rule\": \"", f);
 		output_json_string(f, r->name);
 		fprintf(f, "\", \"kind\": \"%s\", \"match\": \"",
@@ -454,7 +544,9 @@ int output_end(struct output *o)
 	const struct output_counts *c = &o->counts;
 
 	if (o->format == OUTPUT_PROMETHEUS)
-		print_prometheus(o->out, c);
+		print_prometheus(o->out, c, o->now ? o->now : time(NULL));
+	else if (o->format == OUTPUT_NAGIOS)
+		o->nagios = print_nagios(o->out, o);
 	else if (o->format != OUTPUT_JSON && o->selecting)
 		fprintf(o->out, "%u process%s: %u guarded, %u partial, %u unguarded, %u at risk"
 			"%s%.0u%s%s%.0u%s\n",

@@ -10,7 +10,9 @@
 #define BTGUARD_CLIENT_OUTPUT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "../proto/proto.h"
 
@@ -19,7 +21,19 @@ enum output_format {
 	OUTPUT_JSON,             /* one JSON object per PID per line */
 	OUTPUT_TABLE,            /* the at-risk report: a table and a summary line */
 	OUTPUT_PROMETHEUS,       /* counts per state, node_exporter's textfile format */
+	OUTPUT_NAGIOS,           /* one monitoring-plugins status line with perfdata */
 };
+
+/* The monitoring-plugins exit codes --format=nagios ends with. */
+enum output_nagios_state {
+	OUTPUT_NAGIOS_OK = 0,
+	OUTPUT_NAGIOS_WARNING = 1,
+	OUTPUT_NAGIOS_CRITICAL = 2,
+	OUTPUT_NAGIOS_UNKNOWN = 3,
+};
+
+/* Sentinel for a threshold that was not set: never exceeded. */
+#define OUTPUT_NO_THRESHOLD UINT32_MAX
 
 /* What a request's results add up to, for summaries and the exit status. */
 struct output_counts {
@@ -28,6 +42,10 @@ struct output_counts {
 	unsigned at_risk, covered, warned;
 	unsigned failed;         /* errors, but for processes that exited meanwhile */
 	unsigned vanished;       /* selected, then exited before their turn */
+	/* failed, by error code: the first OUTPUT_ERROR_KINDS codes seen each
+	 * have their count, any further code counts in errors_other. */
+	struct { uint32_t code; unsigned n; } errors[8];
+	unsigned nerrors, errors_other;
 };
 
 struct output {
@@ -37,6 +55,13 @@ struct output {
 	bool  selecting;         /* the request selected processes rather than naming PIDs */
 	struct output_counts counts;
 	bool  header_done;
+	bool  rules_header;      /* prometheus: the rules' HELP and TYPE are written */
+	/* --format=nagios: state when more than this many processes are at risk
+	 * (the plugin guidelines' plain "N" range, 0..N), and the verdict
+	 * output_end reached. */
+	uint32_t warning, critical;
+	enum output_nagios_state nagios;
+	time_t now;              /* when the report was made, for the Prometheus timestamp */
 };
 
 /*
@@ -49,12 +74,23 @@ int output_result(struct output *o, const struct proto_result *res);
 /*
  * One rule of the daemon's policy (btguardctl policy): a line
  * "NAME: guard MATCH, N hits (last: PID...)" or a JSON object with the
- * keys rule, kind ("guard" or "exclude"), match, hits, last_pids.
+ * keys rule, kind ("guard" or "exclude"), match, hits, last_pids; for
+ * status --format=prometheus, a btguard_rule_guards_total sample.
  */
 int output_rule(struct output *o, const struct proto_rule *r);
 
-/* After the last RESULT: the summary line, or the Prometheus counts. */
+/*
+ * After the last RESULT: the summary line, the Prometheus counts, or the
+ * Nagios status line (its verdict in o->nagios).
+ */
 int output_end(struct output *o);
+
+/*
+ * --format=nagios when no verdict could be reached (the daemon cannot be
+ * reached, or its reply was refused, cut off or malformed):
+ * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does.
+ */
+void output_nagios_unknown(FILE *f, const char *why);
 
 /* Whether a failed result only says the process exited before its turn. */
 bool output_vanished(const struct proto_result *res);

@@ -472,6 +472,11 @@ static void take_daemon_request(struct conn_set *s, struct conn *c, unsigned act
 				  "ERROR");
 		goto out;
 	}
+	if (action == PROTO_ACTION_SWEPT) {
+		conn_send_encoded(s, c, proto_encode_done(watch_last_sweep(s->watch), s->msg,
+							  MSG_BUF_SIZE), "DONE");
+		goto out;
+	}
 	if (action == PROTO_ACTION_RELOAD) {
 		log_msg(LOG_INFO, "reload asked by pid=%d", (int)c->caller.pid);
 		r = watch_reload(s->watch, why, sizeof(why));
@@ -506,7 +511,8 @@ static void take_request(struct conn_set *s, struct conn *c)
 		return;
 	}
 	input_reset(c);
-	if (s->req->action == PROTO_ACTION_POLICY || s->req->action == PROTO_ACTION_RELOAD) {
+	if (s->req->action == PROTO_ACTION_POLICY || s->req->action == PROTO_ACTION_RELOAD ||
+	    s->req->action == PROTO_ACTION_SWEPT) {
 		take_daemon_request(s, c, s->req->action);
 		return;
 	}

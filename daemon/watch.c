@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "action.h"
@@ -215,6 +216,11 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 const char *watch_problem(const struct watch *w)
 {
 	return w && w->problem[0] ? w->problem : NULL;
+}
+
+uint32_t watch_last_sweep(const struct watch *w)
+{
+	return w ? w->last_sweep_end : 0;
 }
 
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)
@@ -692,6 +698,7 @@ static void sweep_end(struct watch *w)
 	free(w->pids);
 	w->pids = NULL;
 	w->sweeping = false;
+	w->last_sweep_end = (uint32_t)time(NULL);
 }
 
 uint64_t watch_next_ms(const struct watch *w)

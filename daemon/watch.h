@@ -70,6 +70,13 @@ bool watch_active(const struct watch *w);
  */
 int watch_reload(struct watch *w, char *why, size_t why_len);
 
+/*
+ * When the last complete sweep of the policy ended, in Unix seconds, as
+ * SWEPT answers it: 0 before the first, and without guard rules (nothing
+ * is swept then).  For monitoring: a stale time means a stuck daemon.
+ */
+uint32_t watch_last_sweep(const struct watch *w);
+
 /* Rule i of the policy in force, as POLICY answers it: 0, or -ENOENT past the last. */
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret);
 

@@ -80,6 +80,7 @@ struct watch {
 	size_t *ncand, *cap_cand;
 
 	uint64_t next_sweep;
+	uint32_t last_sweep_end;    /* CLOCK_REALTIME seconds, for SWEPT; 0: none yet */
 	struct retry retry[MAX_RETRY];
 	size_t nretry;
 	struct request *reqs;

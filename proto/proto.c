@@ -194,10 +194,10 @@ static bool action_valid(unsigned a)
 	       a == PROTO_ACTION_AT_EXEC;
 }
 
-/* POLICY and RELOAD are about the daemon itself: they name no process. */
+/* POLICY, RELOAD and SWEPT are about the daemon itself: they name no process. */
 static bool daemon_action(unsigned a)
 {
-	return a == PROTO_ACTION_POLICY || a == PROTO_ACTION_RELOAD;
+	return a == PROTO_ACTION_POLICY || a == PROTO_ACTION_RELOAD || a == PROTO_ACTION_SWEPT;
 }
 
 static bool site_state_valid(unsigned s)
@@ -249,7 +249,7 @@ static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, ui
 	if (!action_valid(action))
 		return refuse(why, BTG_ERR_PROTO,
 			      "unknown action %u (1 guard, 2 unguard, 3 status, 4 at-exec, 5 policy, "
-			      "6 reload)", action);
+			      "6 reload, 7 swept)", action);
 	if (flags & ~PROTO_FLAGS_KNOWN)
 		return refuse(why, BTG_ERR_PROTO, "unknown request flags 0x%02x", flags);
 	if (deadline_ms > proto_max_deadline_ms(action))
@@ -759,6 +759,7 @@ const char *proto_action_name(unsigned action)
 	case PROTO_ACTION_AT_EXEC: return "at-exec";
 	case PROTO_ACTION_POLICY:  return "policy";
 	case PROTO_ACTION_RELOAD:  return "reload";
+	case PROTO_ACTION_SWEPT:   return "swept";
 	}
 	return "unknown";
 }

@@ -56,6 +56,7 @@ enum proto_action {
 	PROTO_ACTION_AT_EXEC = 4,  /* guard a process from its next exec on (one PID) */
 	PROTO_ACTION_POLICY  = 5,   /* list the policy's rules: RULE..., DONE (root only) */
 	PROTO_ACTION_RELOAD  = 6,   /* read the policy again: DONE(rules) or ERROR (root only) */
+	PROTO_ACTION_SWEPT   = 7,   /* DONE(Unix time the last policy sweep ended, 0: none) (root only) */
 };
 
 /* Limits of a RULE message. */

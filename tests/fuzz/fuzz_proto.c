@@ -47,7 +47,8 @@ static void fuzz_request(const uint8_t *p, size_t len)
 		return;
 	/* PIDs or a selector, exactly one of the two; POLICY and RELOAD name neither. */
 	FUZZ_CHECK(req_a.npids <= PROTO_MAX_PIDS);
-	if (req_a.action == PROTO_ACTION_POLICY || req_a.action == PROTO_ACTION_RELOAD)
+	if (req_a.action == PROTO_ACTION_POLICY || req_a.action == PROTO_ACTION_RELOAD ||
+	    req_a.action == PROTO_ACTION_SWEPT)
 		FUZZ_CHECK(req_a.npids == 0 && req_a.sel.fields == 0 && req_a.flags == 0);
 	else
 		FUZZ_CHECK((req_a.npids >= 1) != (req_a.sel.fields != 0));

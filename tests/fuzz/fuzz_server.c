@@ -313,7 +313,13 @@ void action_cancel(struct action_job *j, int err, const char *why)
 /* ------------------------------------------------------------- client -- */
 
 /* One whole message from the daemon: it must be well-formed and in order. */
-/* watch.c stubs: no policy here (conn.c answers POLICY and RELOAD from them). */
+/* watch.c stubs: no policy here (conn.c answers POLICY, RELOAD and SWEPT from them). */
+uint32_t watch_last_sweep(const struct watch *w)
+{
+	(void)w;
+	return 0;
+}
+
 int watch_reload(struct watch *w, char *why, size_t why_len)
 {
 	(void)w;

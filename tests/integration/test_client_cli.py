@@ -686,13 +686,23 @@ def test_table_summary_and_exit_4_when_at_risk(fake):
     assert len(out) == 5
 
 
+def by_action(status, policy, swept=None):
+    """A script that answers STATUS with status, POLICY with policy and
+    SWEPT with swept, by default as a daemon older than SWEPT does."""
+    swept = swept or reply(error_msg(4112, "unknown action 7"))
+
+    def script(daemon, conn, req):
+        {5: policy, 7: swept}.get(req.action, status)(daemon, conn, req)
+    return script
+
+
 def test_prometheus_counts(fake):
-    d = fake(reply(
+    d = fake(by_action(reply(
         report_result(10, GUARDED, RISK_COVERED),
         report_result(11, UNGUARDED, RISK_AT_RISK, warnings=1),
         report_result(12, PARTIAL, RISK_COVERED),
         result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN),
-        done(4)))
+        done(4)), reply(error_msg(4100, "root only"))))
     p = run(["status", "--all", "--format=prometheus"], sock=d.path)
     assert p.returncode == 4
     metrics = {}
@@ -700,12 +710,14 @@ def test_prometheus_counts(fake):
         if not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
             metrics[name] = int(value)
+    stamp = metrics.pop("btguard_report_timestamp_seconds")
+    assert abs(stamp - time.time()) < 60
     assert metrics == {
         'btguard_processes{state="guarded"}': 1, 'btguard_processes{state="partial"}': 1,
         'btguard_processes{state="unguarded"}': 1, 'btguard_processes{state="foreign"}': 0,
         'btguard_processes{state="none"}': 0, "btguard_processes_at_risk": 1,
         "btguard_processes_covered": 2, "btguard_processes_warned": 1,
-        "btguard_status_errors": 1}
+        "btguard_status_errors": 1, 'btguard_status_errors_by_kind{kind="EACCES"}': 1}
 
 
 def test_failure_without_risk_exits_1_and_risk_wins(fake):
@@ -858,3 +870,128 @@ def test_a_rule_answering_another_request_is_malformed(fake):
 def test_policy_and_reload_take_no_targets(args):
     p = run(args, sock="/nonexistent/s")
     assert p.returncode == 2, p.stderr
+
+
+def nagios_reply(at_risk):
+    results = [report_result(10, GUARDED, RISK_COVERED), report_result(12, UNGUARDED, RISK_NONE),
+               result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN)]
+    results += [report_result(20 + i, UNGUARDED, RISK_AT_RISK) for i in range(at_risk)]
+    return reply(*results, done(len(results)))
+
+
+@pytest.mark.parametrize("at_risk,args,code,state", [
+    (0, [], 0, "OK"),
+    (1, [], 2, "CRITICAL"),                                  # default: any at risk
+    (1, ["--warning", "0", "--critical", "1"], 1, "WARNING"),
+    (2, ["--warning", "0", "--critical", "1"], 2, "CRITICAL"),
+    (2, ["--warning=2", "--critical=5"], 0, "OK"),
+])
+def test_nagios_states_and_exit_codes(fake, at_risk, args, code, state):
+    d = fake(nagios_reply(at_risk))
+    p = run(["status", "--all", "--format=nagios"] + args, sock=d.path)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    (line,) = lines(p)
+    text, perf = line.split(" | ")
+    assert text.startswith(f"BTGUARD {state} - {at_risk} process"), line
+    assert "unreadable" in text
+    perf = dict(kv.split("=") for kv in perf.split())
+    warn = args[1].split("=")[-1] if args else ""
+    if args and "=" in args[0]:
+        warn = args[0].split("=")[1]
+    crit = {"": "0", "0": "1", "2": "5"}[warn]
+    assert perf == {"at_risk": f"{at_risk};{warn};{crit};0;", "guarded": "1", "partial": "0",
+                    "unguarded": str(1 + at_risk), "foreign": "0", "none": "0",
+                    "covered": "1", "warned": "0", "errors": "1"}
+
+
+def test_nagios_unknown_when_the_daemon_is_unreachable_or_refuses(fake, sockdir):
+    p = run(["status", "--all", "--format=nagios"], sock=sockdir / "nobody.sock")
+    assert p.returncode == 3
+    assert lines(p)[0].startswith("BTGUARD UNKNOWN - cannot connect to "), lines(p)
+    d = fake(reply(error_msg(ERR_LIMIT, "too many requests at once")))
+    p = run(["status", "--all", "--format=nagios"], sock=d.path)
+    assert p.returncode == 3 and lines(p)[0].startswith("BTGUARD UNKNOWN - "), lines(p)
+    # Cut off before DONE: no verdict either.
+    d = fake(reply(report_result(10, GUARDED, RISK_COVERED)), name="d2.sock")
+    p = run(["status", "--all", "--format=nagios"], sock=d.path)
+    assert p.returncode == 3 and lines(p)[0].startswith("BTGUARD UNKNOWN - "), lines(p)
+    # A usage error is UNKNOWN too, not CRITICAL (2).
+    p = run(["status", "--all", "--format=nagios", "--warning=x"], sock=d.path)
+    assert p.returncode == 3 and lines(p)[0].startswith("BTGUARD UNKNOWN - invalid --warning")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["status", "--all", "--warning=1"], "go with --format=nagios"),
+    (["guard", "--all", "--format=nagios"], "use it with status"),
+    (["guard", "--all", "--output=/tmp/x"], "use it with status"),
+    (["policy", "--format=nagios"], "prints lines or JSON"),
+])
+def test_nagios_and_output_usage(args, message):
+    p = run(args, sock="/nonexistent")
+    assert message.encode() in p.stderr, p.stderr
+
+
+def test_prometheus_guards_by_rule_for_root(fake):
+    """The policy's counts follow the status counts; exclusions have none."""
+    d = fake(by_action(nagios_reply(0),
+                       reply(rule("torch", "at-risk", hits=3, pids=(42,)),
+                             rule("sshd", "exe=sshd", flags=RULE_EXCLUDE),
+                             rule("py.exec-2", "exe=python3*", hits=0), done(3))))
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    assert p.returncode == 1 and p.stderr == b""   # 1: the unreadable process
+    out = p.stdout.decode()
+    assert out.endswith("# TYPE btguard_rule_guards_total counter\n"
+                        'btguard_rule_guards_total{rule="torch"} 3\n'
+                        'btguard_rule_guards_total{rule="py.exec-2"} 0\n'), out
+    assert [r.action for r in d.requests] == [STATUS, 5, 7]
+    # The last sweep's time, from a daemon that knows SWEPT; 0 is "none".
+    for when, name in ((1796000000, "s1.sock"), (0, "s2.sock")):
+        d = fake(by_action(nagios_reply(0), reply(done(0)), reply(done(when))), name=name)
+        p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+        assert p.returncode == 1 and p.stderr == b""
+        assert (f"btguard_last_sweep_timestamp_seconds {when}\n" in p.stdout.decode()) == \
+            (when != 0), p.stdout
+        assert [(r.action, r.pids, r.select, r.flags) for r in d.requests][1:] == \
+            [(5, [], 0, 0), (7, [], 0, 0)]
+    # The policy request failing otherwise than "denied": no report.
+    d = fake(by_action(nagios_reply(0), reply(error_msg(ERR_LIMIT, "busy"))), name="d2.sock")
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    assert p.returncode == 1 and b"refused" in p.stderr
+
+
+def test_output_is_renamed_complete_or_left_alone(fake, tmp_path):
+    target = tmp_path / "btguard.prom"
+    d = fake(by_action(nagios_reply(1), reply(rule("torch", "at-risk", hits=2), done(1))))
+    before = int(time.time())
+    p = run(["status", "--all", "--format=prometheus", "--output", str(target)], sock=d.path)
+    assert p.returncode == 4, p.stderr   # the at-risk exit status, as without --output
+    assert p.stdout == b""
+    text = target.read_text()
+    assert "btguard_processes_at_risk 1\n" in text
+    assert 'btguard_status_errors_by_kind{kind="EACCES"} 1\n' in text
+    stamp = int(text.split("\nbtguard_report_timestamp_seconds ")[1].split()[0])
+    assert before <= stamp <= time.time() + 1
+    assert 'btguard_rule_guards_total{rule="torch"} 2\n' in text
+    assert os.listdir(tmp_path) == ["btguard.prom"]   # no temporary file left
+    # The daemon cut off or gone: the last complete report stays, no temporary file.
+    d = fake(reply(report_result(10, GUARDED, RISK_COVERED)), name="d2.sock")
+    p = run(["status", "--all", "--format=prometheus", "--output", str(target)], sock=d.path)
+    assert p.returncode == 1
+    p = run(["status", "--all", "--format=prometheus", "--output", str(target)],
+            sock=tmp_path / "none.sock")
+    assert p.returncode == 3
+    assert target.read_text() == text and os.listdir(tmp_path) == ["btguard.prom"]
+    # A link planted where the report goes is replaced, not written through.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("mine\n")
+    target.unlink()
+    target.symlink_to(elsewhere)
+    d = fake(by_action(nagios_reply(0), reply(done(0))), name="d3.sock")
+    p = run(["status", "--all", "--format=prometheus", "--output", str(target)], sock=d.path)
+    assert p.returncode == 1, p.stderr   # the unreadable process
+    assert elsewhere.read_text() == "mine\n" and not target.is_symlink()
+    assert "btguard_processes_at_risk 0\n" in target.read_text()
+    # A directory it cannot write: said, exit 1.
+    p = run(["status", "--all", "--format=prometheus", "--output",
+             str(tmp_path / "no" / "btguard.prom")], sock=d.path)
+    assert p.returncode == 1 and b"cannot create" in p.stderr

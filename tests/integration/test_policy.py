@@ -432,6 +432,20 @@ def test_policy_and_reload_are_root_only(tmp, token, test_user):
             assert "denied" in r.stderr, r
         r = d.ctl("policy", json=False, check=0)
         assert r.stdout.startswith(f"secret: guard cmdline=*{token}*, 0 hits"), r
+        # The Prometheus report carries the rules and the sweep's time (SWEPT)
+        # for root only; another user's is the counts, and no error.
+        time.sleep(INTERVAL + SLACK)   # a sweep has ended
+        report = ("status", "--cmdline", f"*{token}*", "--format=prometheus")
+        r = d.ctl(*report, json=False, check=0)
+        # (The rule may have guarded the report's own btguardctl: its
+        # command line carries the token.)
+        assert re.search(r'^btguard_rule_guards_total\{rule="secret"\} \d+$', r.stdout, re.M), r
+        swept = re.search(r"^btguard_last_sweep_timestamp_seconds (\d+)$", r.stdout, re.M)
+        assert swept and abs(int(swept.group(1)) - time.time()) < 30, r.stdout
+        r = d.ctl(*report, json=False, user=test_user, check=0)
+        assert "btguard_processes_at_risk 0\n" in r.stdout and r.stderr == "", r
+        assert "btguard_rule_guards_total" not in r.stdout, r
+        assert "btguard_last_sweep" not in r.stdout, r
 
 
 def test_policy_and_reload_take_no_targets(tmp):

@@ -1137,6 +1137,14 @@ static void policy_and_reload_name_nothing(void **state)
 	buf[PROTO_HEADER_SIZE] = 4;   /* reserved for at-exec */
 	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, NULL), -EBADMSG);
 	assert_string_equal(proto_action_name(PROTO_ACTION_RELOAD), "reload");
+	/* SWEPT, too, names nothing. */
+	buf[PROTO_HEADER_SIZE] = PROTO_ACTION_SWEPT;
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, NULL), 0);
+	assert_int_equal(out->action, PROTO_ACTION_SWEPT);
+	buf[PROTO_HEADER_SIZE + 1] = PROTO_FLAG_TREE;
+	assert_int_equal(proto_decode_request(buf + PROTO_HEADER_SIZE, 18, out, &why), -EBADMSG);
+	buf[PROTO_HEADER_SIZE + 1] = 0;
+	assert_string_equal(proto_action_name(PROTO_ACTION_SWEPT), "swept");
 	free(req);
 	free(out);
 }
