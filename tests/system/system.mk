@@ -8,8 +8,9 @@
 # other: Debian 12 (this machine's) and 13, the same checks and the same
 # package, built here.  The first run debootstraps each release's root file
 # system into $(BUILD)/system/rootfs-RELEASE-*.tar (about a minute each,
-# ~150 MB); the container part takes about 40 s a release (the reboot 2 s
-# of it), most of it the watchdog's and idle exit's own timeouts.
+# ~220 MB); the container part takes about 80 s a release with the
+# upgrade and purge (the reboot 2 s of it), most of it the watchdog's and
+# idle exit's own timeouts: both releases about 3 minutes once cached.
 # `make check-system SYSTEM_RELEASES=trixie` runs one.
 #
 # check-system (in `make check`) installs the Debian package from check-deb
