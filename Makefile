@@ -9,7 +9,7 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SANITIZE ?=
-# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/fault.h).
+# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/base/fault.h).
 FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
@@ -18,7 +18,7 @@ DEFAULT_DOCDIR := /usr/local/share/doc/btguard
 DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 MANDIR ?= $(PREFIX)/share/man
-# The policy's path is compiled into the daemon (daemon/policy.h), whatever PREFIX.
+# The policy's path is compiled into the daemon (daemon/watch/policy.h), whatever PREFIX.
 SYSCONFDIR ?= /etc
 # bash-completion's own directory, moved under PREFIX: it also searches
 # $XDG_DATA_DIRS (/usr/local/share:/usr/share), so /usr/local works too.
@@ -35,8 +35,13 @@ CFLAGS ?= -O2 -g
 # CPPFLAGS, CFLAGS and LDFLAGS from the caller (dpkg-buildflags in a package
 # build) come first, our warnings and hardening after: a later -Wformat
 # would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
+# The daemon's layers, lowest first: a file includes headers of
+# its own layer or lower ones (tests/integration/test_layers.py).  Each is on
+# the quote path, so an include names the header alone.
+DAEMON_LAYERS := base node engine request watch serve
+DAEMON_IQUOTE := -iquote proto $(foreach l,$(DAEMON_LAYERS),-iquote daemon/$(l)) -iquote daemon/arch/$(ARCH)
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) $(HARDEN) -MMD -MP \
-              -iquote proto -iquote daemon -iquote daemon/arch/$(ARCH)
+              $(DAEMON_IQUOTE)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
 ifeq ($(SANITIZE),1)
@@ -61,7 +66,7 @@ DAEMON_LIBS   := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 PROTO_SRC  := $(wildcard proto/*.c)
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRC := $(foreach l,$(DAEMON_LAYERS),$(wildcard daemon/$(l)/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 VICTIM_SRC := $(wildcard tests/victims/*.c)
@@ -144,7 +149,7 @@ unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN)
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
 
-# The tests of code shared between threads without a lock (scanwork.c's
+# The tests of code shared between threads without a lock (engine/scanwork.c's
 # queue), under ThreadSanitizer: a report fails them.
 TSAN_TESTS := test_scanwork
 tsan:
@@ -190,6 +195,7 @@ check-quick:
 	$(MAKE) fuzz-replay
 	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
+	    tests/integration/test_layers.py \
 	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
 
 # The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "arch_unwind.h"
 #include "scanwork.h"
 #include "stackcheck.h"

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: MIT
+"""The daemon's layers (daemon/<layer>/): calls only go down.
+
+Each folder under daemon/ is a layer, ranked below; a file may include
+headers of its own layer or of a lower one, never of a higher.  proto/ and
+daemon/arch/<cpu>/ are below every layer, daemon/main.c above them all.
+Needs no build, no root and no target process (part of `make check-quick`).
+"""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DAEMON = REPO / "daemon"
+
+# Lowest first; the Makefile's DAEMON_LAYERS lists the same folders.
+LAYERS = ["base", "node", "engine", "request", "watch", "serve"]
+BOTTOM = -1                # proto/ and daemon/arch/<cpu>/
+TOP = len(LAYERS)          # daemon/main.c
+
+# Includes known to point up, each with why it is tolerated for now.
+# (file, header it includes)
+KNOWN_UPWARD = {
+    # log_action() prints a request's caller (struct auth_caller, node/);
+    # the per-action line belongs with the request layer: a cut to come.
+    ("base/log.h", "auth.h"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def daemon_files():
+    return sorted(p for p in DAEMON.rglob("*.[ch]")
+                  if p.relative_to(DAEMON).parts[0] != "arch")
+
+
+def rank_of_file(path):
+    rel = path.relative_to(DAEMON)
+    if len(rel.parts) == 1:
+        assert rel.name == "main.c", f"daemon/{rel}: every daemon file but main.c lives in a layer"
+        return TOP
+    assert rel.parts[0] in LAYERS, f"daemon/{rel}: {rel.parts[0]}/ is not a layer {LAYERS}"
+    return LAYERS.index(rel.parts[0])
+
+
+def header_ranks():
+    """Header name -> rank, as the compiler's quote path finds it."""
+    ranks = {}
+    for p in (REPO / "proto").glob("*.h"):
+        ranks[p.name] = BOTTOM
+    for p in (DAEMON / "arch").rglob("*.h"):
+        ranks[p.name] = BOTTOM
+    for p in daemon_files():
+        if p.suffix == ".h":
+            assert p.name not in ranks, f"{p.name} exists twice on the quote path"
+            ranks[p.name] = rank_of_file(p)
+    return ranks
+
+
+def upward_includes():
+    ranks = header_ranks()
+    found = []
+    for p in daemon_files():
+        mine = rank_of_file(p)
+        for name in INCLUDE.findall(p.read_text()):
+            assert name in ranks, f"{p.relative_to(REPO)} includes {name}, found nowhere on the quote path"
+            if ranks[name] > mine:
+                found.append((str(p.relative_to(DAEMON)), name))
+    return found
+
+
+def test_every_layer_is_a_folder_the_makefile_builds():
+    folders = sorted(d.name for d in DAEMON.iterdir() if d.is_dir() and d.name != "arch")
+    assert folders == sorted(LAYERS)
+    makefile = (REPO / "Makefile").read_text()
+    m = re.search(r"^DAEMON_LAYERS\s*:=\s*(.*)$", makefile, re.M)
+    assert m and m.group(1).split() == LAYERS
+
+
+def test_includes_point_down():
+    upward = [u for u in upward_includes() if u not in KNOWN_UPWARD]
+    assert not upward, "a lower layer includes a higher one's header: " + \
+        ", ".join(f"daemon/{f} includes {h}" for f, h in upward)
+
+
+def test_known_exceptions_still_exist():
+    # An exception the code no longer needs is removed from the list.
+    stale = KNOWN_UPWARD - set(upward_includes())
+    assert not stale, f"no longer upward, drop from KNOWN_UPWARD: {sorted(stale)}"
+
+
+def test_documents_name_daemon_files_that_exist():
+    """A path daemon/.../x.c or .h named in a document or test exists (the
+    move into layers, or a merge from before it, leaves none stale)."""
+    path = re.compile(r"daemon/(?:[a-z_]+/)*[a-z_0-9]+\.[ch]\b")
+    missing = []
+    for doc in [*REPO.glob("*.md"), *REPO.glob("docs/*.md"), *REPO.glob("man/*.scd"),
+                *REPO.glob("*/*.md"), *REPO.glob("tests/*/*.md"), *REPO.glob("tests/*/*.py"),
+                *REPO.glob("tests/integration/btg/*.py"), *REPO.glob("tests/*/*.mk"),
+                *REPO.glob("tests/*/*.c"), REPO / "Makefile"]:
+        for p in set(path.findall(doc.read_text(errors="replace"))):
+            if not (REPO / p).exists():
+                missing.append(f"{doc.relative_to(REPO)}: {p}")
+    assert not missing, "documents name daemon files that do not exist: " + "; ".join(sorted(missing))
