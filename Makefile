@@ -35,7 +35,7 @@ CFLAGS ?= -O2 -g
 # CPPFLAGS, CFLAGS and LDFLAGS from the caller (dpkg-buildflags in a package
 # build) come first, our warnings and hardening after: a later -Wformat
 # would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
-# The daemon's layers, lowest first: a file includes headers of
+# The daemon's layers, lowest first (HACKING.md): a file includes headers of
 # its own layer or lower ones (tests/integration/test_layers.py).  Each is on
 # the quote path, so an include names the header alone.
 DAEMON_LAYERS := base node engine request watch serve

@@ -102,3 +102,15 @@ def test_documents_name_daemon_files_that_exist():
             if not (REPO / p).exists():
                 missing.append(f"{doc.relative_to(REPO)}: {p}")
     assert not missing, "documents name daemon files that do not exist: " + "; ".join(sorted(missing))
+
+
+def test_hacking_names_every_daemon_file():
+    """HACKING.md's Layout names every module (a header alone when it has
+    no .c), so the map does not fall behind the tree again."""
+    hacking = (REPO / "HACKING.md").read_text()
+    files = daemon_files()
+    stems_with_c = {p.stem for p in files if p.suffix == ".c"}
+    missing = [str(p.relative_to(DAEMON)) for p in files
+               if (p.suffix == ".c" or p.stem not in stems_with_c)
+               and not re.search(rf"(?<![\w/]){re.escape(p.name)}`|/{re.escape(p.name)}`", hacking)]
+    assert not missing, "HACKING.md's Layout does not name: " + ", ".join(missing)
