@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # btguard build.  `make` builds build/btguardd and build/btguardctl;
 # `make check` installs test dependencies and runs every test;
-# `make demo` runs the end-to-end demonstration.
+# `make demo` runs the end-to-end demonstration; `make help` lists the rest.
 
 CC      ?= gcc
 ARCH    ?= $(shell uname -m)
@@ -83,6 +83,24 @@ MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb \
         unit integration asan tsan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
+
+# The day-to-day targets, one line each (the rest: comments at each target).
+.PHONY: help
+help:
+	@echo 'make                   build/btguardd and build/btguardctl'
+	@echo 'make check-quick       the edit-test loop: build, unit, fuzz corpora, quick pytest (seconds)'
+	@echo 'make unit              the cmocka unit tests'
+	@echo 'make integration       the integration suite, as root (TESTS=... for some of it)'
+	@echo 'make asan / tsan       the AddressSanitizer+UBSan build / the ThreadSanitizer tests'
+	@echo 'make faults            the daemon with fault injection, for test_ptrace_faults.py'
+	@echo 'make fuzz-replay       every fuzz corpus through its harness; make fuzz runs libFuzzer'
+	@echo 'make check             everything, as root on a fresh Debian 12 (tests/README.md)'
+	@echo 'make check-mutants     planted bugs the suite must catch (about 5 minutes)'
+	@echo 'make cross-aarch64     the arm64 build; make check-aarch64 tests it under qemu'
+	@echo 'make demo              the crash, then its cure'
+	@echo 'make bench             the benchmarks (docs/PERFORMANCE.md)'
+	@echo 'make install           into DESTDIR/PREFIX; make uninstall removes it'
+	@echo 'make clean             removes $(BUILD)/'
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
 # Not part of `all`, so building the programs needs no scdoc; `install` and
@@ -169,12 +187,8 @@ check: check-deps
 	$(MAKE) tsan
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
-	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
-	    /usr/bin/python3 -m pytest -q tests/integration
-	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
-	    /usr/bin/python3 -m pytest -q tests/integration
+	$(call PYTEST,$(BUILD),tests/integration)
+	$(call PYTEST,$(BUILD)/asan,tests/integration)
 	$(MAKE) check-mutants
 	$(MAKE) check-install
 	$(MAKE) check-system
@@ -182,6 +196,19 @@ check: check-deps
 	# check-deploy, on the package check-system has just built and checked.
 	$(DEPLOY_TEST)
 	$(MAKE) check-aarch64
+
+# The integration suite (pytest, tests/integration) against the daemon in
+# build directory $(1), the victims and the fault build always $(BUILD)'s:
+# $(call PYTEST,DIR,FILES).  Said once, for check, check-quick, integration.
+PYTEST = BTGUARD_BUILD=$(abspath $(1)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults /usr/bin/python3 -m pytest -q $(2)
+
+# The whole integration suite on the plain build (as root; several minutes),
+# or some of it: make integration TESTS="tests/integration/test_guard.py".
+TESTS ?= tests/integration
+integration:
+	$(MAKE) all victims faults
+	$(call PYTEST,$(BUILD),$(TESTS))
 
 # Planted bugs in the safety path (tests/mutants/): each must make its tests
 # fail.  A scratch copy under $(BUILD)/mutants; about 5 minutes.
@@ -193,10 +220,8 @@ check-mutants: check-deps
 check-quick:
 	$(MAKE) all victims unit
 	$(MAKE) fuzz-replay
-	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
-	    tests/integration/test_layers.py \
-	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
+	$(call PYTEST,$(BUILD),tests/integration/test_client_cli.py tests/integration/test_layers.py \
+	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py))
 
 # The Debian package (tests/deb/run, docs/PACKAGING.md): dpkg-buildpackage
 # in $(BUILD)/deb/src, then its contents, hardening and lintian.  About 15 s.
