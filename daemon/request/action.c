@@ -5,7 +5,7 @@
  * procedure and log the outcome.  This is the decider for a target, so it
  * is the one place that logs about it.
  *
- * What a caller may learn (SECURITY.md, "What a denied caller learns"):
+ * What a caller may learn (SECURITY.md, "What a refused caller learns"):
  * a PID it may not act on is answered "denied: you may not act on it" and
  * nothing more; if the caller's own /proc hides such processes
  * (hidepid=invisible), exactly as if no process had that PID.  --tree
@@ -526,7 +526,7 @@ static void relist_one(struct action_expansion *x, struct action_target *t)
 
 	if (t->err || t->ours <= 0 || t->pidfd >= 0)
 		return;
-	/* action_run() recorded its start time: the PID must still name it. */
+	/* action_end() recorded its start time: the PID must still name it. */
 	if (procfs_read_stat(t->ours, &st) < 0 || st.starttime != t->start)
 		return;
 	descend(x, t);
