@@ -116,7 +116,7 @@ def test_hacking_names_every_daemon_file():
     assert not missing, "HACKING.md's Layout does not name: " + ", ".join(missing)
 
 
-# Modules (x.c with x.h; watch_int.h is watch's) that include one another
+# Modules (x.c with x.h; x_int.h, shared by x's files, is x's) that include one another
 # in a ring, each ring with why it is tolerated for now.
 KNOWN_RINGS = [
     # sites.c keeps its per-file and per-process memos in objcache.c and
@@ -126,7 +126,7 @@ KNOWN_RINGS = [
 
 
 def module_of(path):
-    return "watch" if path.stem == "watch_int" else path.stem
+    return path.stem[:-len("_int")] if path.stem.endswith("_int") else path.stem
 
 
 def include_rings():
