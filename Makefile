@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # btguard build.  `make` builds build/btguardd and build/btguardctl;
 # `make check` installs test dependencies and runs every test;
-# `make demo` runs the end-to-end demonstration.
+# `make demo` runs the end-to-end demonstration; `make help` lists the rest.
 
 CC      ?= gcc
 ARCH    ?= $(shell uname -m)
@@ -9,7 +9,7 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
 SANITIZE ?=
-# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/fault.h).
+# FAULTS=1: the test build with fault injection in the ptrace layer (daemon/base/fault.h).
 FAULTS ?=
 
 PKG_CONFIG ?= pkg-config
@@ -19,7 +19,7 @@ DOCDIR ?= $(PREFIX)/share/doc/btguard
 UNITDIR ?= $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
 MANDIR ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share
-# The policy's path is compiled into the daemon (daemon/policy.h), whatever PREFIX.
+# The policy's path is compiled into the daemon (daemon/watch/policy.h), whatever PREFIX.
 SYSCONFDIR ?= /etc
 # bash-completion's own directory, moved under PREFIX: it also searches
 # $XDG_DATA_DIRS (/usr/local/share:/usr/share), so /usr/local works too.
@@ -36,8 +36,13 @@ CFLAGS ?= -O2 -g
 # CPPFLAGS, CFLAGS and LDFLAGS from the caller (dpkg-buildflags in a package
 # build) come first, our warnings and hardening after: a later -Wformat
 # would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
+# The daemon's layers, lowest first (HACKING.md): a file includes headers of
+# its own layer or lower ones (tests/integration/test_layers.py).  Each is on
+# the quote path, so an include names the header alone.
+DAEMON_LAYERS := base node engine request watch serve
+DAEMON_IQUOTE := -iquote proto $(foreach l,$(DAEMON_LAYERS),-iquote daemon/$(l)) -iquote daemon/arch/$(ARCH)
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) $(HARDEN) -MMD -MP \
-              -iquote proto -iquote daemon -iquote daemon/arch/$(ARCH)
+              $(DAEMON_IQUOTE)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 
 ifeq ($(SANITIZE),1)
@@ -62,7 +67,7 @@ DAEMON_LIBS   := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null)
 CMOCKA_LIBS   := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 PROTO_SRC  := $(wildcard proto/*.c)
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRC := $(foreach l,$(DAEMON_LAYERS),$(wildcard daemon/$(l)/*.c))
 CLIENT_SRC := $(wildcard client/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 VICTIM_SRC := $(wildcard tests/victims/*.c)
@@ -79,6 +84,24 @@ MAN_PAGES  := $(patsubst man/%.scd,$(BUILD)/man/%,$(MAN_SRC))
 .PHONY: all man clean install uninstall check check-quick check-mutants check-deps check-install check-deb check-metrics \
         unit integration asan tsan faults victims demo bench bench-tools fuzz cross-aarch64 check-aarch64 check-deploy agent-image
 all: $(BUILD)/btguardd $(BUILD)/btguardctl
+
+# The day-to-day targets, one line each (the rest: comments at each target).
+.PHONY: help
+help:
+	@echo 'make                   build/btguardd and build/btguardctl'
+	@echo 'make check-quick       the edit-test loop: build, unit, fuzz corpora, quick pytest (seconds)'
+	@echo 'make unit              the cmocka unit tests'
+	@echo 'make integration       the integration suite, as root (TESTS=... for some of it)'
+	@echo 'make asan / tsan       the AddressSanitizer+UBSan build / the ThreadSanitizer tests'
+	@echo 'make faults            the daemon with fault injection, for test_ptrace_faults.py'
+	@echo 'make fuzz-replay       every fuzz corpus through its harness; make fuzz runs libFuzzer'
+	@echo 'make check             everything, as root on a fresh Debian 12 (tests/README.md)'
+	@echo 'make check-mutants     planted bugs the suite must catch (about 5 minutes)'
+	@echo 'make cross-aarch64     the arm64 build; make check-aarch64 tests it under qemu'
+	@echo 'make demo              the crash, then its cure'
+	@echo 'make bench             the benchmarks (docs/PERFORMANCE.md)'
+	@echo 'make install           into DESTDIR/PREFIX; make uninstall removes it'
+	@echo 'make clean             removes $(BUILD)/'
 
 # Manual pages, from scdoc sources (man/*.scd): btguardd.8 and btguardctl.1.
 # Not part of `all`, so building the programs needs no scdoc; `install` and
@@ -145,7 +168,7 @@ unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN)
 asan:
 	$(MAKE) BUILD=$(BUILD)/asan SANITIZE=1 all $(patsubst $(BUILD)/%,$(BUILD)/asan/%,$(UNIT_BIN))
 
-# The tests of code shared between threads without a lock (scanwork.c's
+# The tests of code shared between threads without a lock (engine/scanwork.c's
 # queue), under ThreadSanitizer: a report fails them.
 TSAN_TESTS := test_scanwork
 tsan:
@@ -165,12 +188,8 @@ check: check-deps
 	$(MAKE) tsan
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
-	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
-	    /usr/bin/python3 -m pytest -q tests/integration
-	BTGUARD_BUILD=$(abspath $(BUILD))/asan BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults \
-	    /usr/bin/python3 -m pytest -q tests/integration
+	$(call PYTEST,$(BUILD),tests/integration)
+	$(call PYTEST,$(BUILD)/asan,tests/integration)
 	$(MAKE) check-mutants
 	$(MAKE) check-metrics
 	$(MAKE) check-install
@@ -179,6 +198,19 @@ check: check-deps
 	# check-deploy, on the package check-system has just built and checked.
 	$(DEPLOY_TEST)
 	$(MAKE) check-aarch64
+
+# The integration suite (pytest, tests/integration) against the daemon in
+# build directory $(1), the victims and the fault build always $(BUILD)'s:
+# $(call PYTEST,DIR,FILES).  Said once, for check, check-quick, integration.
+PYTEST = BTGUARD_BUILD=$(abspath $(1)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
+	BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults /usr/bin/python3 -m pytest -q $(2)
+
+# The whole integration suite on the plain build (as root; several minutes),
+# or some of it: make integration TESTS="tests/integration/test_guard.py".
+TESTS ?= tests/integration
+integration:
+	$(MAKE) all victims faults
+	$(call PYTEST,$(BUILD),$(TESTS))
 
 # Planted bugs in the safety path (tests/mutants/): each must make its tests
 # fail.  A scratch copy under $(BUILD)/mutants; about 5 minutes.
@@ -190,9 +222,9 @@ check-mutants: check-deps
 check-quick:
 	$(MAKE) all victims unit
 	$(MAKE) fuzz-replay
-	BTGUARD_BUILD=$(abspath $(BUILD)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
-	    /usr/bin/python3 -m pytest -q tests/integration/test_client_cli.py \
-	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py)
+	$(call PYTEST,$(BUILD),tests/integration/test_client_cli.py tests/integration/test_layers.py \
+	    tests/integration/test_references.py \
+	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py))
 
 # The shipped Prometheus alert rules and their unit tests, with Debian's
 # promtool; then a real daemon's report served by Debian's real

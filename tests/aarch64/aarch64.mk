@@ -84,11 +84,11 @@ $(AARCH64_BUILD)/victims/libbtleaf: tests/aarch64/libbtleaf.S
 
 # The aarch64 stub table, tested natively: stub.c is pure data and logic.
 AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64
-$(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/stub.c daemon/stub.h \
+$(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c daemon/engine/stub.h \
                      daemon/arch/aarch64/arch_stub.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon \
-	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/stub.c $(CMOCKA_LIBS)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon/engine \
+	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c $(CMOCKA_LIBS)
 
 # Two boots side by side, about 3 minutes under TCG: -cpu max with 300
 # guard/unguard cycles (they stop early on a very busy host) and the pad

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the ELF symbol look-up of daemon/elf.c on arbitrary "ELF images".
+ * Fuzzes the ELF symbol look-up of daemon/node/elf.c on arbitrary "ELF images".
  * The daemon runs it, as root, over every object any user's process maps,
  * so a hostile file must give an error and never a read past the image:
  * the input is an exact-size heap buffer with ASan's redzone right behind.

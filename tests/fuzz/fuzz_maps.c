@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the /proc text parsers of daemon/procfs.c: maps, status and stat.
+ * Fuzzes the /proc text parsers of daemon/node/procfs.c: maps, status and stat.
  * The daemon reads those files of processes that belong to any user, and a
  * process controls part of their text (its comm, the paths it maps), so
  * the parsers must stay inside the bytes they were given whatever those

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the policy file parser (daemon/policy.c over inih): the text an
+ * Fuzzes the policy file parser (daemon/watch/policy.c over inih): the text an
  * administrator, a package or a configuration tool writes to
  * /etc/btguard, read by root.  Input: the file's bytes.  Properties:
  *  - it is accepted (0) or refused (-EINVAL) with a message, never

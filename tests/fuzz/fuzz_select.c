@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes process selection (daemon/select.c): the /proc/PID/cgroup
+ * Fuzzes process selection (daemon/node/select.c): the /proc/PID/cgroup
  * parser, whose input a process shapes through the cgroup names it is
  * placed in, and the matchers on the paths it yields.  The input is split
  * at the first NUL byte: before it a cgroup file, after it a selector

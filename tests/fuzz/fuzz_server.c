@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the daemon's connection state machine (daemon/conn.c) and the
- * queue of turns behind it (daemon/queue.c) live: a real socketpair, a
+ * Fuzzes the daemon's connection state machine (daemon/serve/conn.c) and the
+ * queue of turns behind it (daemon/request/queue.c) live: a real socketpair, a
  * real epoll set, and the same turn the event loop in server.c takes
  * (epoll_wait, conn_event for each ready fd, conn_bury, one queue_turn),
  * driven by a client that sends the

@@ -66,13 +66,30 @@ def armed(ctl):
     assert "armed" in line, f"expected an armed line, got {line!r}"
 
 
-def at_exec(d, *victim_argv, json=False, script=LAUNCHER):
-    """Launcher + guard --at-exec: (launcher, btguardctl), armed, not yet released."""
-    child = launch(*victim_argv, script=script)
-    ctl = subprocess.Popen(ctl_argv(d, *(["--json"] if json else []), "guard", "--at-exec",
-                                    child.pid),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return child, ctl
+@contextlib.contextmanager
+def at_exec(d, *victim_argv, json=False, script=LAUNCHER, env=None, user=None, options=()):
+    """A launcher about to exec victim_argv, and btguardctl's guard
+    --at-exec of it, armed (its first line read) and not yet released:
+    yields (launcher, btguardctl), and stops both on the way out."""
+    child = launch(*victim_argv, script=script, env=env, user=user)
+    ctl = None
+    try:
+        ctl = subprocess.Popen(ctl_argv(d, *(["--json"] if json else []), *options,
+                                        "guard", "--at-exec", child.pid, user=user),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        armed(ctl)
+        yield child, ctl
+    finally:
+        if ctl is not None:
+            stop_started(ctl)
+        stop_started(child)
+
+
+def release_and_answer(child, ctl):
+    """Lets the launcher exec and waits for btguardctl: (exit status, stdout, stderr)."""
+    release(child)
+    out, err = ctl.communicate(timeout=TIMEOUT)
+    return ctl.returncode, out, err
 
 
 def release(child):
@@ -127,21 +144,14 @@ def test_run_forwards_sigterm(daemon):
 def test_preloaded_definition_and_glibcs_are_both_guarded(daemon):
     """An LD_PRELOADed backtrace() is mapped before glibc's: both are
     guarded, the follow does not stop at the first."""
-    child = launch(vpath("first_line"), env={**os.environ, "LD_PRELOAD": vpath("libbtpre")})
-    ctl = subprocess.Popen(ctl_argv(daemon, "--json", "guard", "--at-exec", child.pid),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 0, (out, err)
+    with at_exec(daemon, vpath("first_line"), json=True,
+                 env={**os.environ, "LD_PRELOAD": vpath("libbtpre")}) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 0, (out, err)
         final = out.splitlines()[-1]
         assert '"armed":false' in final and '"state":"guarded"' in final, out
         assert final.count('"state":"guarded"') == 3, final   # the process and 2 sites
         assert child.stdout.read() == b"0\n"
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_run_keeps_an_ignored_sigint_ignored(daemon):
@@ -170,83 +180,54 @@ def test_run_missing_file(daemon):
 
 
 def test_at_exec_of_a_launchers_child(daemon):
-    child, ctl = at_exec(daemon, vpath("first_line"), "0", "wait", json=True)
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 0, (out, err)
+    with at_exec(daemon, vpath("first_line"), "0", "wait", json=True) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 0, (out, err)
         assert '"state":"guarded"' in out and '"wrote":true' in out, out
         assert child.stdout.readline() == b"0\n"
         assert_untouched(child.pid)
         child.stdin.close()
         assert child.wait(timeout=TIMEOUT) == 0
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_at_exec_static_executable(daemon):
-    child, ctl = at_exec(daemon, vpath("first_line_static"))
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 0, (out, err)
+    with at_exec(daemon, vpath("first_line_static")) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 0, (out, err)
         assert "static executable" in out
         assert child.stdout.read() == b"0\n"
         assert child.wait(timeout=TIMEOUT) == 0
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_at_exec_missing_file_runs_on_in_the_old_image(daemon):
-    child, ctl = at_exec(daemon, "/nonexistent/btguard-no-such-file", script=FAILING_LAUNCHER)
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 1, (out, err)
+    with at_exec(daemon, "/nonexistent/btguard-no-such-file",
+                 script=FAILING_LAUNCHER) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 1, (out, err)
         assert "error: ENOENT" in out and "old program" in out, out
         assert child.stdout.read() == b"exec failed 2\n"
         assert child.wait(timeout=TIMEOUT) == 42
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_at_exec_of_a_program_without_backtrace(daemon):
     """nolibc maps no backtrace() at all: no-site, and it runs on untraced."""
-    child, ctl = at_exec(daemon, vpath("nolibc"))
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 1, (out, err)
+    with at_exec(daemon, vpath("nolibc")) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 1, (out, err)
         assert "error: no-site" in out, out
         assert child.stdout.readline() == b"ready\n"
         assert_untouched(child.pid)
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_at_exec_gives_up_at_the_programs_first_own_system_call(daemon):
     """A dynamic program whose loader maps no library: the follow ends at
     its first system call the loader never makes (write), no-site."""
-    child, ctl = at_exec(daemon, vpath("nolibc_dyn"))
-    try:
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 1, (out, err)
+    with at_exec(daemon, vpath("nolibc_dyn")) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 1, (out, err)
         assert "error: no-site" in out and "first system call of its own" in out, out
         assert child.stdout.readline() == b"ready\n"
         assert_untouched(child.pid)
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_at_exec_of_a_two_thread_process_is_refused_at_once(daemon, victim):
@@ -305,39 +286,27 @@ def test_daemon_killed_while_following(delay_ms):
     """SIGKILL the daemon at some moment of the follow: the program runs on,
     prints a real count or 0, never crashes, and is left neither stopped
     nor traced."""
-    with doomed_daemon() as d:
-        child, ctl = at_exec(d, vpath("first_line"), "0", "wait")
-        try:
-            armed(ctl)
-            release(child)
-            time.sleep(delay_ms / 1000)
-            d.proc.kill()
-            d.proc.wait()
-            line = child.stdout.readline()
-            assert line.strip().isdigit(), f"the victim printed {line!r}"
-            assert_untouched(child.pid)
-            child.stdin.close()
-            assert child.wait(timeout=TIMEOUT) == 0
-        finally:
-            stop_started(ctl)
-            stop_started(child)
+    with doomed_daemon() as d, at_exec(d, vpath("first_line"), "0", "wait") as (child, ctl):
+        release(child)
+        time.sleep(delay_ms / 1000)
+        d.proc.kill()
+        d.proc.wait()
+        line = child.stdout.readline()
+        assert line.strip().isdigit(), f"the victim printed {line!r}"
+        assert_untouched(child.pid)
+        child.stdin.close()
+        assert child.wait(timeout=TIMEOUT) == 0
 
 
 def test_daemon_killed_while_armed():
-    with doomed_daemon() as d:
-        child, ctl = at_exec(d, vpath("first_line"), "0", "wait")
-        try:
-            armed(ctl)
-            d.proc.kill()
-            d.proc.wait()
-            assert_untouched(child.pid)
-            release(child)
-            assert int(child.stdout.readline()) > 0   # never guarded: real frames
-            child.stdin.close()
-            assert child.wait(timeout=TIMEOUT) == 0
-        finally:
-            stop_started(ctl)
-            stop_started(child)
+    with doomed_daemon() as d, at_exec(d, vpath("first_line"), "0", "wait") as (child, ctl):
+        d.proc.kill()
+        d.proc.wait()
+        assert_untouched(child.pid)
+        release(child)
+        assert int(child.stdout.readline()) > 0   # never guarded: real frames
+        child.stdin.close()
+        assert child.wait(timeout=TIMEOUT) == 0
 
 
 def test_user_cannot_at_exec_roots_process(daemon, test_user):
@@ -360,41 +329,26 @@ def test_verify_failure_at_exec_leaves_the_original(test_user):
     answer says verify, and the program runs with real frames."""
     if not FAULTS_BTGUARDD.exists():
         pytest.skip("no fault-injection build (make faults)")
-    with running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": "peek-differ=1"}) as d:
-        child, ctl = at_exec(d, vpath("first_line"))
-        try:
-            armed(ctl)
-            release(child)
-            out, err = ctl.communicate(timeout=TIMEOUT)
-            assert ctl.returncode == 1, (out, err)
-            assert "error: verify" in out, out
-            assert int(child.stdout.read()) > 0
-            assert child.wait(timeout=TIMEOUT) == 0
-        finally:
-            stop_started(ctl)
-            stop_started(child)
+    with running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": "peek-differ=1"}) as d, \
+            at_exec(d, vpath("first_line")) as (child, ctl):
+        rc, out, err = release_and_answer(child, ctl)
+        assert rc == 1, (out, err)
+        assert "error: verify" in out, out
+        assert int(child.stdout.read()) > 0
+        assert child.wait(timeout=TIMEOUT) == 0
 
 
 def test_other_clients_are_served_while_following(daemon, victim):
     """A follow waits for its exec across turns: others are served meanwhile
     (a loop held for the whole wait would answer them only after it)."""
     v = victim("idle", 1)
-    child = launch(vpath("first_line"))
-    ctl = subprocess.Popen(ctl_argv(daemon, "--deadline", "60000", "guard", "--at-exec",
-                                    child.pid),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        armed(ctl)
+    with at_exec(daemon, vpath("first_line"), options=("--deadline", "60000")) as (child, ctl):
         daemon.ctl("guard", v.pid, check=0, timeout=30)
         daemon.ctl("status", v.pid, check=0, timeout=30)
         assert ctl.poll() is None, "the follow ended without its exec"
-        release(child)
-        out, _ = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 0, out
+        rc, out, _ = release_and_answer(child, ctl)
+        assert rc == 0, out
         assert child.stdout.read() == b"0\n"
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_help_names_run_and_at_exec():
@@ -442,74 +396,48 @@ def test_setuid_program_is_let_go_untouched_for_a_user(daemon, test_user):
     shutil.copy(vpath("first_line"), prog)
     os.chown(prog, 0, 0)
     os.chmod(prog, 0o4755)
-    child = launch(str(prog), user=test_user)
     try:
-        ctl = subprocess.Popen(ctl_argv(daemon, "guard", "--at-exec", child.pid, user=test_user),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        armed(ctl)
-        release(child)
-        out, err = ctl.communicate(timeout=TIMEOUT)
-        assert ctl.returncode == 1, (out, err)
-        assert "error: denied" in out and "untouched" in out, out
-        assert int(child.stdout.read()) > 0       # never guarded
-        assert child.wait(timeout=TIMEOUT) == 0
+        with at_exec(daemon, str(prog), user=test_user) as (child, ctl):
+            rc, out, err = release_and_answer(child, ctl)
+            assert rc == 1, (out, err)
+            assert "error: denied" in out and "untouched" in out, out
+            assert int(child.stdout.read()) > 0       # never guarded
+            assert child.wait(timeout=TIMEOUT) == 0
     finally:
-        stop_started(child)
         shutil.rmtree(where, ignore_errors=True)
 
 
 def test_client_gone_while_armed_lets_the_process_go(daemon):
-    child, ctl = at_exec(daemon, vpath("first_line"))
-    try:
-        armed(ctl)
+    with at_exec(daemon, vpath("first_line")) as (child, ctl):
         ctl.kill()
         ctl.wait()
         assert_untouched(child.pid)
         release(child)
         assert int(child.stdout.read()) > 0
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_daemon_stopping_while_armed_answers_shutdown():
-    with running_daemon() as d:
-        child, ctl = at_exec(d, vpath("first_line"))
-        try:
-            armed(ctl)
-            d.proc.send_signal(signal.SIGTERM)
-            out, err = ctl.communicate(timeout=TIMEOUT)
-            assert ctl.returncode == 1 and "error: shutdown" in out, (out, err)
-            assert_untouched(child.pid)
-            release(child)
-            assert int(child.stdout.read()) > 0
-        finally:
-            stop_started(ctl)
-            stop_started(child)
+    with running_daemon() as d, at_exec(d, vpath("first_line")) as (child, ctl):
+        d.proc.send_signal(signal.SIGTERM)
+        out, err = ctl.communicate(timeout=TIMEOUT)
+        assert ctl.returncode == 1 and "error: shutdown" in out, (out, err)
+        assert_untouched(child.pid)
+        release(child)
+        assert int(child.stdout.read()) > 0
 
 
 def test_process_killed_while_followed_answers_gone(daemon):
-    child, ctl = at_exec(daemon, vpath("first_line"))
-    try:
-        armed(ctl)
+    with at_exec(daemon, vpath("first_line")) as (child, ctl):
         child.kill()
         assert child.wait(timeout=TIMEOUT) == -signal.SIGKILL   # reaped by its parent
         out, err = ctl.communicate(timeout=TIMEOUT)
         assert ctl.returncode == 1 and "error: gone" in out and "SIGKILL" in out, (out, err)
         daemon.alive()
-    finally:
-        stop_started(ctl)
-        stop_started(child)
 
 
 def test_process_exiting_before_its_exec_answers_gone(daemon):
-    child, ctl = at_exec(daemon, script="import os; os.read(0, 1); os._exit(5)")
-    try:
-        armed(ctl)
+    with at_exec(daemon, script="import os; os.read(0, 1); os._exit(5)") as (child, ctl):
         release(child)
         assert child.wait(timeout=TIMEOUT) == 5
         out, err = ctl.communicate(timeout=TIMEOUT)
         assert ctl.returncode == 1 and "error: gone" in out and "before its exec" in out, out
-    finally:
-        stop_started(ctl)
-        stop_started(child)

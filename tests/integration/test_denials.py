@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """What a refused caller learns: that it may not act on the PID, nothing
-more (SECURITY.md, "What a denied caller learns").
+more (SECURITY.md, "What a refused caller learns").
 
   test_denial_names_no_owner        no uid, gid or setuid state in a denial;
   test_hidden_pid_answers_like_none a caller whose /proc is hidepid=invisible

@@ -34,8 +34,8 @@ from btg.users import system_user
 from conftest import (ACTION_AT_EXEC, RESULT_ARMED, Wire, decode_result, encode_request,
                       running_daemon, stop_started, thread_problems, tracer_pid, user_prefix)
 
-PER_UID = 32          # daemon/follows.h FOLLOWS_PER_UID
-CONNS_PER_UID = 64    # daemon/conn.h SERVER_MAX_CONNS_PER_UID: all one user may ask at once
+PER_UID = 32          # daemon/engine/follows.h FOLLOWS_PER_UID
+CONNS_PER_UID = 64    # daemon/serve/conn.h SERVER_MAX_CONNS_PER_UID: all one user may ask at once
 OTHER_USER = "btguard-follow-other"
 LAUNCHER = "import os, sys; os.read(0, 1); os.execv(sys.argv[1], sys.argv[1:])"
 TIMEOUT = 60

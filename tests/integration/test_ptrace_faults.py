@@ -2,7 +2,7 @@
 """The safety path under ptrace failures a healthy kernel rarely gives.
 
 These tests run build/faults/btguardd, the daemon built with fault
-injection (daemon/fault.h, `make faults`), told by BTGUARD_FAULTS which
+injection (daemon/base/fault.h, `make faults`), told by BTGUARD_FAULTS which
 ptrace call to make fail.  Whatever fails, the target must end up exactly
 as it was (every word already written restored), nothing stopped or
 traced, and the failure reported.

@@ -119,7 +119,7 @@ def test_sibling_born_between_the_scan_and_the_stop_is_held(victim):
 
 def test_a_request_for_many_finds_sharers_through_the_index(daemon, victim):
     """A request for many targets on a quiet node sorts the listing once
-    into buckets by address space (daemon/vmindex.c) and compares each later
+    into buckets by address space (daemon/node/vmindex.c) and compares each later
     target only with its bucket.  The siblings of a vmsibling guarded late
     in such a request must still be found and held: both, by the index.
     A task created anywhere on the node meanwhile makes the daemon list

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pins (daemon/pin.c): targets naming one live process share its pidfd,
+ * Pins (daemon/node/pin.c): targets naming one live process share its pidfd,
  * the count follows the holders, and an exited process is told from a
  * zombie.  Uses real child processes of the test itself, killed and reaped
  * by PID.

@@ -161,7 +161,7 @@ def running_daemon(**kw):
 
 
 def guard_during_hold(pid, faults, marker, during):
-    """Guards pid with the fault build (daemon/fault.c) given these faults,
+    """Guards pid with the fault build (daemon/base/fault.c) given these faults,
     which hold the daemon somewhere inside an attempt, and calls during()
     once the daemon's log says `marker` (the hold began).  Returns the
     guard's result (JSON) and the daemon's log."""

@@ -13,7 +13,7 @@ import sys
 
 from .paths import START_TIMEOUT
 
-# Subscribes to the kernel's proc connector as daemon/procconn.c does
+# Subscribes to the kernel's proc connector as daemon/watch/procconn.c does
 # (bind to CN_IDX_PROC, PROC_CN_MCAST_LISTEN, the acknowledgement) and
 # prints "ok", or the step that failed and its errno.
 _PROC_CONNECTOR_PROBE = r'''

@@ -95,7 +95,7 @@ def stub_offset(original):
 
 
 def guarded_form(original):
-    """The original with the stub where daemon/stub.c puts it: after an
+    """The original with the stub where daemon/engine/stub.c puts it: after an
     endbr64, after a first instruction it undoes, or at the entry."""
     if original.startswith(ENDBR64):
         off, change = len(ENDBR64), STUB

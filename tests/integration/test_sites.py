@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
 """Where backtrace() is, and what may write it.
 
-4.  several definitions: an LD_PRELOADed second backtrace(), glibc linked
-    statically (found through .symtab), a stripped static executable and a
-    process without any backtrace() ("none", with a clear message);
-10. hardened targets: MDWE (PR_SET_MDWE) and a seccomp filter that kills
-    on mprotect(PROT_EXEC) -- an in-process patcher fails there, ptrace does
-    not;
-11. IBT: a backtrace() that starts with endbr64 gets the stub after it.
+- several definitions: an LD_PRELOADed second backtrace(), glibc linked
+  statically (found through .symtab), a stripped static executable and a
+  process without any backtrace() ("none", with a clear message);
+- hardened targets: MDWE (PR_SET_MDWE) and a seccomp filter that kills
+  on mprotect(PROT_EXEC) -- an in-process patcher fails there, ptrace does
+  not;
+- IBT: a backtrace() that starts with endbr64 gets the stub after it.
 """
 
 import subprocess

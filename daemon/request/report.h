@@ -11,7 +11,7 @@
 
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 
 /* What the operation read of the process already, so the report need not read it again. */
 struct report_known {

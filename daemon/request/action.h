@@ -2,10 +2,10 @@
 /*
  * A request's targets, from the PIDs the caller named to the replies:
  * resolve each PID in the caller's PID namespace and pin it the moment the
- * request is read (action_expand_*), then, at each target's turn, check the
- * pin, authorize the caller, run the patch procedure an attempt per turn
- * (or only read, for status), and log the outcome once (action_start,
- * action_step).
+ * request is read (action_expand_*, action_expand.c), then, at each
+ * target's turn, check the pin, authorize the caller, run the patch
+ * procedure an attempt per turn (or only read, for status), and log the
+ * outcome once (action_start, action_step: action.c).
  */
 #ifndef BTGUARD_ACTION_H
 #define BTGUARD_ACTION_H
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "auth.h"
 #include "select.h"
 

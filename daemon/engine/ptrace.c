@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "fault.h"
 #include "log.h"
 #include "procfs.h"

@@ -18,7 +18,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "stackcheck.h"
+#include "stackcheck_scan.h"
 
 /* One scan: the words of [lo, hi) of the memory tid runs in. */
 struct scanwork_job {

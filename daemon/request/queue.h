@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "action.h"
 #include "auth.h"
 

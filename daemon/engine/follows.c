@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "follows.h"
 
 static struct follows_uid *find(struct follows *t, uid_t uid)

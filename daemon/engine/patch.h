@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "auth.h"
 
 /*

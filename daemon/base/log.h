@@ -12,7 +12,7 @@
 #include <sys/types.h>
 #include <syslog.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "auth.h"
 
 /* Chooses the sink once at start-up; verbose enables LOG_DEBUG. */

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Targets in awkward states.
 
-5. job-control stopped (SIGSTOP) -- guarded, and still stopped after;
-6. already traced (strace) -- "traced" naming the tracer, which keeps working;
-7. exiting, exec'ing, and thread storms -- a precise reply, nothing stopped;
-8. a thread in uninterruptible sleep (a vfork parent) -- "busy" at the
-   deadline, the rest of the process untouched;
-9. 1,000 threads -- guarded within the deadline.
+- job-control stopped (SIGSTOP) -- guarded, and still stopped after;
+- already traced (strace) -- "traced" naming the tracer, which keeps working;
+- exiting, exec'ing, and thread storms -- a precise reply, nothing stopped;
+- a thread in uninterruptible sleep (a vfork parent) -- "busy" at the
+  deadline, the rest of the process untouched;
+- 1,000 threads -- guarded within the deadline.
 """
 
 import collections

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "policy.h"
 #include "queue.h"
 

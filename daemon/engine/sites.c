@@ -19,7 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "arch.h"
 #include "elf.h"
 #include "procfs.h"

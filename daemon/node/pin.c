@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "pin.h"
 #include "procfs.h"
 

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "pidns.h"
 #include "procfs.h"
 #include "timeutil.h"

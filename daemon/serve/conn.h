@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "action.h"
 #include "auth.h"
 #include "queue.h"

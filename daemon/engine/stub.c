@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "stub.h"
 
 /* A landing pad the stub goes after, and the stub that follows it. */

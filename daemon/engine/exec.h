@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 #include "auth.h"
 #include "patch.h"
 

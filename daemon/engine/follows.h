@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/proto.h"
+#include "proto.h"
 
 /*
  * The node's table: one follow per connection at most (each is one

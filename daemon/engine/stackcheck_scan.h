@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scans of the activeness check, shared by stackcheck.c and the scan
+ * worker (scanwork.c): pure tests of words against the bytes to change,
+ * and a read of a task's memory that applies them.  Only reads.
+ */
+#ifndef BTGUARD_STACKCHECK_SCAN_H
+#define BTGUARD_STACKCHECK_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Bytes that will change; a resume PC p is unsafe when lo < p < hi. */
+struct stackcheck_span {
+	uint64_t lo, hi;
+};
+
+/* True when a thread resuming at pc would execute from inside a span. */
+bool stackcheck_pc_unsafe(uint64_t pc, const struct stackcheck_span *spans, size_t n);
+
+/* Same test over raw stack words (the conservative scan): true on a hit, *ret_pc set. */
+bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
+			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc);
+
+/*
+ * The scan of tid's memory [lo, hi) (lo 8-aligned; a tail short of a word is left out), read a chunk of
+ * chunk_words words at a time into chunk: 1 with *ret_pc on a hit, 0 when
+ * no word points into a span, -EFAULT when the memory cannot be read.
+ * *bytes grows by what was read.  on_chunk, unless NULL, sees each chunk
+ * read without a hit.  Only reads (process_vm_readv()): the scan worker
+ * runs it too.
+ */
+typedef void stackcheck_chunk_fn(void *ctx, const uint64_t *words, size_t n);
+int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
+			   size_t chunk_words, const struct stackcheck_span *spans, size_t nspans,
+			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
+			   uint64_t *ret_pc);
+
+#endif

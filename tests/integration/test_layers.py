@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""The daemon's layers (daemon/<layer>/): calls only go down.
+
+Each folder under daemon/ is a layer, ranked below; a file may include
+headers of its own layer or of a lower one, never of a higher.  proto/ and
+daemon/arch/<cpu>/ are below every layer, daemon/main.c above them all.
+Needs no build, no root and no target process (part of `make check-quick`).
+"""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DAEMON = REPO / "daemon"
+
+# Lowest first; the Makefile's DAEMON_LAYERS lists the same folders.
+LAYERS = ["base", "node", "engine", "request", "watch", "serve"]
+BOTTOM = -1                # proto/ and daemon/arch/<cpu>/
+TOP = len(LAYERS)          # daemon/main.c
+
+# Includes known to point up, each with why it is tolerated for now.
+# (file, header it includes)
+KNOWN_UPWARD = {
+    # log_action() prints a request's caller (struct auth_caller, node/);
+    # the per-action line belongs with the request layer: a cut to come.
+    ("base/log.h", "auth.h"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def daemon_files():
+    return sorted(p for p in DAEMON.rglob("*.[ch]")
+                  if p.relative_to(DAEMON).parts[0] != "arch")
+
+
+def rank_of_file(path):
+    rel = path.relative_to(DAEMON)
+    if len(rel.parts) == 1:
+        assert rel.name == "main.c", f"daemon/{rel}: every daemon file but main.c lives in a layer"
+        return TOP
+    assert rel.parts[0] in LAYERS, f"daemon/{rel}: {rel.parts[0]}/ is not a layer {LAYERS}"
+    return LAYERS.index(rel.parts[0])
+
+
+def header_ranks():
+    """Header name -> rank, as the compiler's quote path finds it."""
+    ranks = {}
+    for p in (REPO / "proto").glob("*.h"):
+        ranks[p.name] = BOTTOM
+    for p in (DAEMON / "arch").rglob("*.h"):
+        ranks[p.name] = BOTTOM
+    for p in daemon_files():
+        if p.suffix == ".h":
+            assert p.name not in ranks, f"{p.name} exists twice on the quote path"
+            ranks[p.name] = rank_of_file(p)
+    return ranks
+
+
+def upward_includes():
+    ranks = header_ranks()
+    found = []
+    for p in daemon_files():
+        mine = rank_of_file(p)
+        for name in INCLUDE.findall(p.read_text()):
+            assert name in ranks, f"{p.relative_to(REPO)} includes {name}, found nowhere on the quote path"
+            if ranks[name] > mine:
+                found.append((str(p.relative_to(DAEMON)), name))
+    return found
+
+
+def test_every_layer_is_a_folder_the_makefile_builds():
+    folders = sorted(d.name for d in DAEMON.iterdir() if d.is_dir() and d.name != "arch")
+    assert folders == sorted(LAYERS)
+    makefile = (REPO / "Makefile").read_text()
+    m = re.search(r"^DAEMON_LAYERS\s*:=\s*(.*)$", makefile, re.M)
+    assert m and m.group(1).split() == LAYERS
+
+
+def test_includes_point_down():
+    upward = [u for u in upward_includes() if u not in KNOWN_UPWARD]
+    assert not upward, "a lower layer includes a higher one's header: " + \
+        ", ".join(f"daemon/{f} includes {h}" for f, h in upward)
+
+
+def test_known_exceptions_still_exist():
+    # An exception the code no longer needs is removed from the list.
+    stale = KNOWN_UPWARD - set(upward_includes())
+    assert not stale, f"no longer upward, drop from KNOWN_UPWARD: {sorted(stale)}"
+
+
+def test_documents_name_daemon_files_that_exist():
+    """A path daemon/.../x.c or .h named in a document or test exists (the
+    move into layers, or a merge from before it, leaves none stale)."""
+    path = re.compile(r"daemon/(?:[a-z_]+/)*[a-z_0-9]+\.[ch]\b")
+    missing = []
+    for doc in [*REPO.glob("*.md"), *REPO.glob("docs/*.md"), *REPO.glob("man/*.scd"),
+                *REPO.glob("*/*.md"), *REPO.glob("tests/*/*.md"), *REPO.glob("tests/*/*.py"),
+                *REPO.glob("tests/integration/btg/*.py"), *REPO.glob("tests/*/*.mk"),
+                *REPO.glob("tests/*/*.c"), REPO / "Makefile"]:
+        for p in set(path.findall(doc.read_text(errors="replace"))):
+            if not (REPO / p).exists():
+                missing.append(f"{doc.relative_to(REPO)}: {p}")
+    assert not missing, "documents name daemon files that do not exist: " + "; ".join(sorted(missing))
+
+
+def test_hacking_names_every_daemon_file():
+    """HACKING.md's Layout names every module (a header alone when it has
+    no .c), so the map does not fall behind the tree again."""
+    hacking = (REPO / "HACKING.md").read_text()
+    files = daemon_files()
+    stems_with_c = {p.stem for p in files if p.suffix == ".c"}
+    missing = [str(p.relative_to(DAEMON)) for p in files
+               if (p.suffix == ".c" or p.stem not in stems_with_c)
+               and not re.search(rf"(?<![\w/]){re.escape(p.name)}`|/{re.escape(p.name)}`", hacking)]
+    assert not missing, "HACKING.md's Layout does not name: " + ", ".join(missing)
+
+
+# Modules (x.c with x.h; x_int.h, shared by x's files, is x's) that include one another
+# in a ring, each ring with why it is tolerated for now.
+KNOWN_RINGS = [
+    # sites.c keeps its per-file and per-process memos in objcache.c and
+    # sitememo.c, whose headers take struct site_* from sites.h.
+    {"sites", "objcache", "sitememo"},
+]
+
+
+def module_of(path):
+    return path.stem[:-len("_int")] if path.stem.endswith("_int") else path.stem
+
+
+def include_rings():
+    """Strongly connected groups of more than one module in the include graph."""
+    files = daemon_files()
+    names = {p.name: module_of(p) for p in files if p.suffix == ".h"}
+    graph = {module_of(p): set() for p in files}
+    for p in files:
+        for name in INCLUDE.findall(p.read_text()):
+            if name in names and names[name] != module_of(p):
+                graph[module_of(p)].add(names[name])
+    # Tarjan's algorithm; the graph is small.
+    index, low, stack, on, rings = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            ring = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                ring.add(w)
+                if w == v:
+                    break
+            if len(ring) > 1:
+                rings.append(ring)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return rings
+
+
+def test_no_new_include_rings():
+    """Within a layer too, modules call one way: stackcheck.c uses the scan
+    worker, which needs only the scan primitives (stackcheck_scan.c)."""
+    rings = [r for r in include_rings() if r not in KNOWN_RINGS]
+    assert not rings, f"modules including one another: {rings}"
+    stale = [r for r in KNOWN_RINGS if r not in include_rings()]
+    assert not stale, f"no longer a ring, drop from KNOWN_RINGS: {stale}"
