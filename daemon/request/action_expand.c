@@ -85,6 +85,7 @@ struct frame {
 struct action_expansion {
 	struct auth_caller caller;
 	bool have_view, hidden, tree;
+	int view_err;              /* why not have_view: what every named PID answers */
 	bool warned_limit;
 	size_t max;                /* targets at most: PROTO_MAX_PIDS, or PROTO_MAX_SELECTED */
 	/* A selector request: every process of the daemon's /proc, in turn. */
@@ -129,7 +130,10 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 	int r;
 
 	if (!x->have_view) {
-		t->err = -BTG_ERR_NOPROC;
+		/* The caller gone or unreadable: "no process"; the daemon short of
+		 * descriptors or memory: that, not a claim about the target. */
+		t->err = x->view_err == -EMFILE || x->view_err == -ENFILE || x->view_err == -ENOMEM ?
+			 x->view_err : -BTG_ERR_NOPROC;
 		return;
 	}
 	if (x->view.same)
@@ -408,7 +412,8 @@ int action_expand_new(const struct auth_caller *caller, const struct proto_reque
 	}
 	memcpy(x->pids, req->pids, x->npids * sizeof(*x->pids));
 	/* Every PID then answers "no process": the caller is gone or unreadable. */
-	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	x->view_err = pidns_view_of(caller->pid, &x->view);
+	x->have_view = x->view_err == 0;
 	x->hidden = caller->uid != 0 && auth_caller_hides_pids(caller->pid);
 	if (!x->have_view)
 		x->nall = 0;   /* the caller is gone: it selects nothing */
@@ -446,7 +451,8 @@ int action_expand_candidates(const struct auth_caller *caller, const pid_t *pids
 	memcpy(x->all, pids, n * sizeof(*pids));
 	x->nall = n;
 	/* Our own numbers: the caller is the daemon, in its own namespace. */
-	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	x->view_err = pidns_view_of(caller->pid, &x->view);
+	x->have_view = x->view_err == 0;
 	if (!x->have_view || !x->view.same) {
 		r = -EINVAL;
 		goto out_free;
@@ -475,7 +481,8 @@ int action_expand_relist(const struct auth_caller *caller, struct action_target 
 	x->n = x->cap = n;
 	x->relist_next = from;
 	x->relist_end = n;
-	x->have_view = pidns_view_of(caller->pid, &x->view) == 0;
+	x->view_err = pidns_view_of(caller->pid, &x->view);
+	x->have_view = x->view_err == 0;
 	x->hidden = caller->uid != 0 && auth_caller_hides_pids(caller->pid);
 	if (!x->have_view)
 		x->relist_next = x->relist_end;   /* the caller is gone: nothing more */

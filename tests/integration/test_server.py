@@ -11,6 +11,7 @@ fixture) are tracked by `Spawner`, which kills only those PIDs and removes
 its own temporary directories.
 """
 
+import errno
 import os
 import select
 import shutil
@@ -36,6 +37,7 @@ from conftest import (ACTION_STATUS, stop_started, BTGUARDD, ERR, HEADER, KIND_D
 ERR_PROTO, ERR_LIMIT, ERR_SHUTDOWN = 4096 + 16, 4096 + 17, 4096 + 18
 EPROTONOSUPPORT = 93
 ERR_SELF = ERR["self"]
+ERR_NOPROC = ERR["no-process"]
 SHUTDOWN_TEXT = "btguardd is stopping; nothing was done"
 MAX_PIDS = 4096
 
@@ -678,7 +680,29 @@ def test_out_of_descriptors_does_not_spin(spawn):
     finally:
         for w in clients:
             w.close()
-    # Descriptors back: the backlog drains and new clients are served.
+    # Descriptors back: the backlog drains and new clients are served.  The
+    # daemon accepts and closes the queued connections first; until it has,
+    # a request may still find it short of descriptors.
+    wait_for(lambda: len(os.listdir(f"/proc/{dmn.pid}/fd")) <= base,
+             "the daemon to drain its backlog")
+    assert_self(dmn.pid, dmn.socket)
+    dmn.stop()
+
+
+def test_out_of_descriptors_is_said_not_taken_for_a_missing_process(spawn):
+    """A daemon with room for the connection and nothing more cannot read the
+    caller's /proc files: the answer must say so (EMFILE), never claim that
+    the process named does not exist."""
+    dmn = spawn.daemon().wait_listening()
+    base = len(os.listdir(f"/proc/{dmn.pid}/fd"))
+    import resource
+    soft, hard = resource.prlimit(dmn.pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(dmn.pid, resource.RLIMIT_NOFILE, (base + 1, hard))
+    with Wire(dmn.socket, timeout=30) as w:
+        [res] = w.request(ACTION_STATUS, [os.getpid()])
+    assert res.error != ERR_NOPROC, res
+    assert res.error == errno.EMFILE, res
+    resource.prlimit(dmn.pid, resource.RLIMIT_NOFILE, (soft, hard))
     assert_self(dmn.pid, dmn.socket)
     dmn.stop()
 
