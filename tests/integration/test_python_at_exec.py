@@ -20,6 +20,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -86,6 +87,15 @@ def rules(d):
     return {r["rule"]: r for r in d.ctl("policy", check=0).results}
 
 
+def wait_listening_to_exec_events(d, timeout=10.0):
+    """The daemon says it listens to exec events: logged once the socket it
+    serves on is up, so a little after running_daemon() returns."""
+    deadline = time.monotonic() + timeout
+    while LISTENING not in d.log():
+        assert time.monotonic() < deadline, d.log()[-3000:]
+        time.sleep(0.05)
+
+
 def test_unguarded_it_dies_every_time(interpreter):
     """Without the policy the workload crashes on this machine, every run:
     so the survival below proves something."""
@@ -112,7 +122,7 @@ def test_shipped_example_loads_as_it_is(tmp_path):
         by = {x["rule"]: x for x in r}
         assert by["python-at-exec"]["match"] == "exe=/usr/bin/python3*", r
         assert by["torch-greenlet"]["match"] == "at-risk", r
-        assert LISTENING in d.log(), d.log()[-3000:]
+        wait_listening_to_exec_events(d)
 
 
 def bounding_set(text):
@@ -145,7 +155,7 @@ def test_the_drop_in_it_names_gives_exec_events_in_the_units_sandbox(tmp_path):
     prefix = ["setpriv", "--bounding-set=-all," + ",".join("+" + c for c in caps),
               "--no-new-privs"]
     with running_daemon(prefix=prefix, args=("--config", str(conf))) as d:
-        assert LISTENING in d.log(), d.log()[-3000:]
+        wait_listening_to_exec_events(d)
 
 
 def test_greenlet_after_torch_survives_under_the_example(tmp_path, interpreter, token):
@@ -155,7 +165,7 @@ def test_greenlet_after_torch_survives_under_the_example(tmp_path, interpreter, 
     conf = tmp_path / "btguardd.conf"
     conf.write_text(scoped_example(interpreter, token))
     with running_daemon(args=("--config", str(conf))) as d:
-        assert LISTENING in d.log(), d.log()[-3000:]
+        wait_listening_to_exec_events(d)
         pids = set()
         for _ in range(GUARDED_RUNS):
             p = subprocess.Popen([str(interpreter), str(WORKLOAD)], stdout=subprocess.PIPE,
