@@ -12,6 +12,9 @@
 # upgrade and purge (the reboot 2 s of it), most of it the watchdog's and
 # idle exit's own timeouts: both releases about 3 minutes once cached.
 # `make check-system SYSTEM_RELEASES=trixie` runs one.
+# Then the package is built on each release but this machine's, from the
+# same source (`make check-deb-on`, tests/deb/build-on): the one shipped is
+# built on 12, and this shows 13's toolchain builds the same package.
 #
 # check-system (in `make check`) installs the Debian package from check-deb
 # with apt, then upgrades and purges it; check-system-source installs with
@@ -24,6 +27,7 @@ check-system: check-deps check-deb
 	set -e; for r in $(SYSTEM_RELEASES); do \
 		MAKE="$(MAKE)" tests/system/run-nspawn-test --release $$r $(BUILD) $(BUILD)/deb/btguard_*.deb; \
 	done
+	$(call DEB_ON,$(SYSTEM_RELEASES))
 
 check-system-source: check-deps
 	$(MAKE) all victims
