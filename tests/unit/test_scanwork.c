@@ -44,7 +44,7 @@ static struct scanwork_batch *begin(void)
 	struct timespec end;
 
 	/* An earlier test's abandoned batch may still be on the worker. */
-	in_ms(&end, 10000);
+	in_ms(&end, 30000);
 	for (;;) {
 		int r = scanwork_begin(&span, 1, &b);
 		struct timespec now;
@@ -298,7 +298,12 @@ static void batches_race_the_worker(void **state)
 
 static void a_wait_ends_at_its_deadline(void **state)
 {
-	size_t len = (size_t)256 << 20;
+	/*
+	 * 16 x 32 MiB: far more than a deadline of now lets it finish, and
+	 * little enough that the worker, under ThreadSanitizer too, finishes
+	 * it well inside begin()'s wait (16 x 256 MiB took over 10 s there).
+	 */
+	size_t len = (size_t)32 << 20;
 	uint64_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct scanwork_batch *b;
 	struct timespec by;
@@ -306,7 +311,7 @@ static void a_wait_ends_at_its_deadline(void **state)
 
 	assert_true(words != MAP_FAILED);
 	b = begin();
-	/* Seconds of reading: a deadline now cannot see it done. */
+	/* Half a GiB of reading: a deadline now cannot see it done. */
 	for (int i = 0; i < 16; i++)
 		assert_true(scanwork_submit(b, getpid(), (uintptr_t)words, (uintptr_t)words + len));
 	clock_gettime(CLOCK_MONOTONIC, &by);
