@@ -13,6 +13,7 @@ a slack for a loaded machine (SLACK), measured from before the process
 was started.
 """
 
+import ctypes
 import os
 import re
 import shutil
@@ -47,6 +48,16 @@ def linked(tmp, name, victim):
     link = tmp / name
     link.symlink_to(victim_path(victim))
     return link
+
+
+def libgcc_s():
+    """Where libgcc_s.so.1, which glibc's first backtrace() dlopen()s, lives here."""
+    ctypes.CDLL("libgcc_s.so.1")
+    with open("/proc/self/maps") as f:
+        for ln in f:
+            if ln.rstrip().endswith("/libgcc_s.so.1"):
+                return ln.split()[-1]
+    raise AssertionError("libgcc_s.so.1 loaded but not in /proc/self/maps")
 
 
 def write_policy(path, text, interval=INTERVAL, exec_events=True):
@@ -141,10 +152,13 @@ def test_new_at_risk_process_is_guarded_within_one_interval(tmp, victim, token, 
     with policy_daemon(conf, prefix=sweep_prefix) as d:
         time.sleep(INTERVAL)   # the first sweep (of everything) is behind us
         t0 = time.monotonic()
-        # No thread of its own: a thread started after the exec's look maps
-        # its stack, and a sweep that sees the process changed rightly asks
-        # again (a late load looks the same), which the count below forbids.
-        risky = start(victim, [link, 0, "--may-start-guarded"], "idle", env={"LD_PRELOAD": f"{c10}:{greenlet}"})
+        # Nothing may load after the exec's look, or a sweep that sees the
+        # process changed rightly asks again, which the count below
+        # forbids: no thread of its own (a thread maps its stack), and
+        # libgcc_s preloaded, which main()'s backtrace() would dlopen()
+        # when it runs before the guard (a slow daemon: ASan).
+        risky = start(victim, [link, 0, "--may-start-guarded"], "idle",
+                      env={"LD_PRELOAD": f"{c10}:{greenlet}:{libgcc_s()}"})
         plain = start(victim, [link, 1], "idle")          # the token, but not at risk
         wait_state(d, risky.pid, "guarded", INTERVAL + SLACK)
         assert time.monotonic() - t0 <= INTERVAL + SLACK
