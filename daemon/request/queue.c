@@ -25,62 +25,12 @@
 
 #define GONE_TEXT "the client went away; nothing more was done"
 
-/* ------------------------------------------------------------ lists -- */
-
-static void list_append(struct queue_list *l, struct queue_entry *e)
-{
-	e->next_in = NULL;
-	e->prev = l->tail;
-	if (l->tail)
-		l->tail->next_in = e;
-	else
-		l->head = e;
-	l->tail = e;
-}
-
-static void list_remove(struct queue_list *l, struct queue_entry *e)
-{
-	if (e->prev)
-		e->prev->next_in = e->next_in;
-	else
-		l->head = e->next_in;
-	if (e->next_in)
-		e->next_in->prev = e->prev;
-	else
-		l->tail = e->prev;
-	e->prev = e->next_in = NULL;
-}
-
 /* ---------------------------------------------------- the round of users -- */
-
-static void round_append(struct queue *q, struct queue_user *u)
-{
-	u->next = NULL;
-	u->prev = q->users_tail;
-	if (q->users_tail)
-		q->users_tail->next = u;
-	else
-		q->users = u;
-	q->users_tail = u;
-}
-
-static void round_remove(struct queue *q, struct queue_user *u)
-{
-	if (u->prev)
-		u->prev->next = u->next;
-	else
-		q->users = u->next;
-	if (u->next)
-		u->next->prev = u->prev;
-	else
-		q->users_tail = u->prev;
-	u->prev = u->next = NULL;
-}
 
 /* u's line emptied: it leaves the round (and is freed, unless it is the spare). */
 static void user_drop(struct queue *q, struct queue_user *u)
 {
-	round_remove(q, u);
+	TAILQ_REMOVE(&q->round, u, in_round);
 	if (u != &q->spare)
 		free(u);
 }
@@ -94,7 +44,7 @@ static struct queue_user *user_line(struct queue *q, uid_t uid)
 {
 	struct queue_user *u;
 
-	for (u = q->users; u; u = u->next)
+	TAILQ_FOREACH(u, &q->round, in_round)
 		if (u != &q->spare && u->uid == uid)
 			return u;
 	u = calloc(1, sizeof(*u));
@@ -103,11 +53,13 @@ static struct queue_user *user_line(struct queue *q, uid_t uid)
 			log_msg(LOG_WARNING, "out of memory: users now share one line of turns");
 		q->warned_nomem = true;
 		u = &q->spare;
-		if (u->ready.head)
+		if (!TAILQ_EMPTY(&u->ready))
 			return u;
+	} else {
+		TAILQ_INIT(&u->ready);
 	}
 	u->uid = uid;
-	round_append(q, u);
+	TAILQ_INSERT_TAIL(&q->round, u, in_round);
 	return u;
 }
 
@@ -127,7 +79,9 @@ static bool operates(const struct queue_entry *e, const struct action_target *t)
  */
 static bool held_by_other(const struct queue *q, const struct queue_entry *e, pid_t pid)
 {
-	for (const struct queue_entry *a = q->active; a; a = a->active_next)
+	const struct queue_entry *a;
+
+	TAILQ_FOREACH(a, &q->active, in_active)
 		if (a != e && a->holds == pid)
 			return true;
 	return false;
@@ -137,17 +91,17 @@ static void unplace(struct queue *q, struct queue_entry *e)
 {
 	switch (e->where) {
 	case QUEUE_READY:
-		list_remove(&e->user->ready, e);
-		if (!e->user->ready.head)
+		TAILQ_REMOVE(&e->user->ready, e, in_place);
+		if (TAILQ_EMPTY(&e->user->ready))
 			user_drop(q, e->user);
 		e->user = NULL;
 		break;
 	case QUEUE_PARKED:
-		list_remove(&q->parked, e);
+		TAILQ_REMOVE(&q->parked, e, in_place);
 		q->nparked--;
 		break;
 	case QUEUE_BLOCKED:
-		list_remove(&q->blocked, e);
+		TAILQ_REMOVE(&q->blocked, e, in_place);
 		break;
 	case QUEUE_NOWHERE:
 		break;
@@ -162,7 +116,7 @@ static void place(struct queue *q, struct queue_entry *e)
 	if (!e->busy || e->held_back)
 		return;
 	if (e->job && e->wake_ms > now_ms()) {
-		list_append(&q->parked, e);
+		TAILQ_INSERT_TAIL(&q->parked, e, in_place);
 		q->nparked++;
 		if (e->wake_ms < q->parked_due)
 			q->parked_due = e->wake_ms;
@@ -171,32 +125,32 @@ static void place(struct queue *q, struct queue_entry *e)
 	}
 	if (!e->job && !e->expanding && e->next < e->ntargets &&
 	    operates(e, &e->targets[e->next]) && held_by_other(q, e, e->targets[e->next].ours)) {
-		list_append(&q->blocked, e);
+		TAILQ_INSERT_TAIL(&q->blocked, e, in_place);
 		e->where = QUEUE_BLOCKED;
 		return;
 	}
 	e->user = user_line(q, e->caller.uid);
-	list_append(&e->user->ready, e);
+	TAILQ_INSERT_TAIL(&e->user->ready, e, in_place);
 	e->where = QUEUE_READY;
 }
 
 /* The next entry whose turn it is: the first of the first user's line; that user goes last. */
 static struct queue_entry *pop_ready(struct queue *q)
 {
-	struct queue_user *u = q->users;
+	struct queue_user *u = TAILQ_FIRST(&q->round);
 	struct queue_entry *e;
 
 	if (!u)
 		return NULL;
-	e = u->ready.head;
-	list_remove(&u->ready, e);
+	e = TAILQ_FIRST(&u->ready);
+	TAILQ_REMOVE(&u->ready, e, in_place);
 	e->where = QUEUE_NOWHERE;
 	e->user = NULL;
-	if (!u->ready.head) {
+	if (TAILQ_EMPTY(&u->ready)) {
 		user_drop(q, u);
 	} else {
-		round_remove(q, u);
-		round_append(q, u);
+		TAILQ_REMOVE(&q->round, u, in_round);
+		TAILQ_INSERT_TAIL(&q->round, u, in_round);
 	}
 	return e;
 }
@@ -209,8 +163,8 @@ static void wake_due(struct queue *q, uint64_t now)
 
 	if (now < q->parked_due)
 		return;
-	for (e = q->parked.head; e; e = next) {
-		next = e->next_in;
+	for (e = TAILQ_FIRST(&q->parked); e; e = next) {
+		next = TAILQ_NEXT(e, in_place);
 		if (e->wake_ms <= now)
 			place(q, e);
 		else if (e->wake_ms < due)
@@ -224,8 +178,8 @@ static void unblock(struct queue *q, pid_t pid)
 {
 	struct queue_entry *e, *next;
 
-	for (e = q->blocked.head; e; e = next) {
-		next = e->next_in;
+	for (e = TAILQ_FIRST(&q->blocked); e; e = next) {
+		next = TAILQ_NEXT(e, in_place);
 		if (e->targets[e->next].ours == pid)
 			place(q, e);
 	}
@@ -234,11 +188,7 @@ static void unblock(struct queue *q, pid_t pid)
 static void activate(struct queue *q, struct queue_entry *e, pid_t pid)
 {
 	e->holds = pid;
-	e->active_prev = NULL;
-	e->active_next = q->active;
-	if (q->active)
-		q->active->active_prev = e;
-	q->active = e;
+	TAILQ_INSERT_HEAD(&q->active, e, in_active);
 	q->nactive++;
 }
 
@@ -248,13 +198,7 @@ static void deactivate(struct queue *q, struct queue_entry *e)
 	pid_t pid = e->holds;
 
 	e->job = NULL;
-	if (e->active_prev)
-		e->active_prev->active_next = e->active_next;
-	else
-		q->active = e->active_next;
-	if (e->active_next)
-		e->active_next->active_prev = e->active_prev;
-	e->active_prev = e->active_next = NULL;
+	TAILQ_REMOVE(&q->active, e, in_active);
 	e->holds = 0;
 	e->waited = false;
 	q->nactive--;
@@ -476,6 +420,11 @@ void queue_init(struct queue *q, const struct queue_ops *ops)
 	memset(q, 0, sizeof(*q));
 	q->ops = ops;
 	q->parked_due = UINT64_MAX;
+	TAILQ_INIT(&q->round);
+	TAILQ_INIT(&q->spare.ready);
+	TAILQ_INIT(&q->parked);
+	TAILQ_INIT(&q->blocked);
+	TAILQ_INIT(&q->active);
 }
 
 /* Takes e's request, its targets being listed by x (taken over, freed on failure too). */
@@ -608,5 +557,5 @@ uint64_t queue_next_wake(const struct queue *q)
 
 bool queue_ready(const struct queue *q)
 {
-	return q->users || (q->nparked && q->parked_due <= now_ms());
+	return !TAILQ_EMPTY(&q->round) || (q->nparked && q->parked_due <= now_ms());
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include "proto.h"
@@ -53,9 +54,8 @@ enum queue_where {
 	QUEUE_BLOCKED,   /* its next target's process is being worked on by another */
 };
 
-struct queue_list {
-	struct queue_entry *head, *tail;
-};
+/* A list of entries (<sys/queue.h>): a line, the parked, the blocked, the active. */
+TAILQ_HEAD(queue_list, queue_entry);
 
 /* Written by queue.c only. */
 struct queue_entry {
@@ -80,24 +80,24 @@ struct queue_entry {
 	uint64_t wake_ms;           /* QUEUE_PARKED until then (CLOCK_MONOTONIC) */
 	enum queue_where where;
 	struct queue_user *user;    /* QUEUE_READY: the line it is in */
-	struct queue_entry *prev, *next_in;          /* in the list `where` says */
-	struct queue_entry *active_prev, *active_next;  /* while job is set */
+	TAILQ_ENTRY(queue_entry) in_place;   /* in the list `where` says */
+	TAILQ_ENTRY(queue_entry) in_active;  /* in queue.active while job is set */
 };
 
 /* A user with entries ready, in the round of users. */
 struct queue_user {
 	uid_t uid;
 	struct queue_list ready;
-	struct queue_user *prev, *next;
+	TAILQ_ENTRY(queue_user) in_round;
 };
 
 /* Written by queue.c only. */
 struct queue {
 	const struct queue_ops *ops;  /* for queue_submit()'s entries: the connections' */
-	struct queue_user *users, *users_tail;  /* the round: the head goes next */
+	TAILQ_HEAD(, queue_user) round;  /* users with entries ready: the first goes next */
 	struct queue_user spare;    /* shared line for users when no memory is left */
 	struct queue_list parked, blocked;
-	struct queue_entry *active; /* entries with a target in progress */
+	struct queue_list active;   /* entries with a target in progress */
 	size_t nactive, nparked;
 	uint64_t parked_due;        /* no parked entry is due before (a lower bound) */
 	bool warned_nomem;

@@ -92,16 +92,9 @@ static void conn_close(struct conn_set *s, struct conn *c)
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->fd = -1;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	TAILQ_REMOVE(&s->open, c, in_set);
 	/* Events of this very turn may still point at c: free it at the end. */
-	c->prev = NULL;
-	c->next = s->graveyard;
-	s->graveyard = c;
+	TAILQ_INSERT_HEAD(&s->graveyard, c, in_set);
 	if (--s->nconns == 0)
 		s->idle_since = now_ms();
 }
@@ -115,10 +108,10 @@ static void conn_free(struct conn *c)
 
 void conn_bury(struct conn_set *s)
 {
-	while (s->graveyard) {
-		struct conn *c = s->graveyard;
+	struct conn *c;
 
-		s->graveyard = c->next;
+	while ((c = TAILQ_FIRST(&s->graveyard))) {
+		TAILQ_REMOVE(&s->graveyard, c, in_set);
 		conn_free(c);
 	}
 }
@@ -126,9 +119,10 @@ void conn_bury(struct conn_set *s)
 /* Open connections of uid (at most SERVER_MAX_CONNS to walk, once per accept). */
 static unsigned conns_of(const struct conn_set *s, uid_t uid)
 {
+	const struct conn *c;
 	unsigned n = 0;
 
-	for (const struct conn *c = s->conns; c; c = c->next)
+	TAILQ_FOREACH(c, &s->open, in_set)
 		n += c->caller.uid == uid;
 	return n;
 }
@@ -185,10 +179,7 @@ int conn_accept(struct conn_set *s, int fd)
 		free(c);
 		return 0;
 	}
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	TAILQ_INSERT_HEAD(&s->open, c, in_set);
 	s->nconns++;
 	log_msg(LOG_DEBUG, "client connected: pid=%d uid=%u gid=%u (%u connection(s))",
 		(int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid, s->nconns);
@@ -200,6 +191,8 @@ int conn_set_init(struct conn_set *s, int epfd, struct queue *q)
 	memset(s, 0, sizeof(*s));
 	s->epfd = epfd;
 	s->queue = q;
+	TAILQ_INIT(&s->open);
+	TAILQ_INIT(&s->graveyard);
 	s->idle_since = now_ms();
 	s->req = malloc(sizeof(*s->req));
 	s->msg = malloc(MSG_BUF_SIZE);
@@ -208,8 +201,8 @@ int conn_set_init(struct conn_set *s, int epfd, struct queue *q)
 
 void conn_set_fini(struct conn_set *s)
 {
-	while (s->conns)
-		conn_close(s, s->conns);
+	while (!TAILQ_EMPTY(&s->open))
+		conn_close(s, TAILQ_FIRST(&s->open));
 	conn_bury(s);
 	free(s->req);
 	free(s->msg);
@@ -673,8 +666,8 @@ size_t conn_stop_all(struct conn_set *s)
 	size_t n = 0;
 
 	s->stopping = true;
-	for (c = s->conns; c; c = next) {
-		next = c->next;
+	for (c = TAILQ_FIRST(&s->open); c; c = next) {
+		next = TAILQ_NEXT(c, in_set);
 		n += conn_answer_shutdown(s, c);
 	}
 	return n;
@@ -713,8 +706,8 @@ void conn_sweep(struct conn_set *s, uint64_t now)
 	 * idle clients would refill it at once).
 	 */
 	s->crowded = s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
-	for (c = s->conns; c; c = next) {
-		next = c->next;
+	for (c = TAILQ_FIRST(&s->open); c; c = next) {
+		next = TAILQ_NEXT(c, in_set);
 		conn_check_timers(s, c, now);
 	}
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "proto.h"
@@ -42,7 +43,7 @@ struct conn {
 	int fd;                    /* -1 once closed (then on the graveyard) */
 	uint32_t events;           /* what epoll watches for it now */
 	struct auth_caller caller; /* SO_PEERCRED at accept, never re-read */
-	struct conn *prev, *next;  /* every open connection */
+	TAILQ_ENTRY(conn) in_set;  /* in conn_set.open, or in its graveyard once closed */
 	struct queue_entry work;   /* its request's targets: queue.c's */
 
 	/* Input: the header, then exactly hdr.length payload bytes. */
@@ -68,9 +69,9 @@ struct conn_set {
 	int epfd;                     /* the loop's: connections register themselves */
 	struct queue *queue;
 	struct watch *watch;          /* server.c's, set after init: POLICY and RELOAD ask it */
-	struct conn *conns;
+	TAILQ_HEAD(, conn) open;      /* every open connection */
 	unsigned nconns;
-	struct conn *graveyard;       /* closed this turn, freed at its end */
+	TAILQ_HEAD(, conn) graveyard; /* closed this turn, freed at its end */
 	bool stopping;                /* no new requests; replies still go out */
 	bool crowded;                 /* at the last sweep only root could still connect */
 	uint64_t idle_since;          /* when the last connection closed */

@@ -140,6 +140,7 @@ int watch_new(struct queue *q, const char *path, bool required, struct policy *p
 
 	if (!w)
 		return -ENOMEM;
+	TAILQ_INIT(&w->reqs);
 	w->q = q;
 	w->max_fds = pin_sweep_fds();
 	w->page_size = sysconf(_SC_PAGESIZE);
@@ -355,12 +356,7 @@ static void request_end(struct request *rq)
 {
 	struct watch *w = rq->w;
 
-	if (rq->prev)
-		rq->prev->next = rq->next;
-	else
-		w->reqs = rq->next;
-	if (rq->next)
-		rq->next->prev = rq->prev;
+	TAILQ_REMOVE(&w->reqs, rq, in_watch);
 	w->nreqs--;
 	policy_unref(rq->policy);
 	free(rq);
@@ -422,10 +418,7 @@ void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n)
 	r = action_expand_candidates(&self, pids, n, &m, &x);
 	if (r < 0)
 		goto out_free;
-	rq->next = w->reqs;
-	if (w->reqs)
-		w->reqs->prev = rq;
-	w->reqs = rq;
+	TAILQ_INSERT_HEAD(&w->reqs, rq, in_watch);
 	w->nreqs++;
 	log_msg(LOG_DEBUG, "rule %s: %zu candidate(s)", rq->rule->name, n);
 	/* May answer at once (request_done frees rq). */
@@ -740,25 +733,27 @@ void watch_step(struct watch *w, uint64_t now)
 
 void watch_stop(struct watch *w)
 {
+	struct request *rq;
+
 	if (!w)
 		return;
 	/* Each is answered "shutdown", which ends it (request_done frees it). */
-	while (w->reqs) {
-		struct request *rq = w->reqs;
-
+	while ((rq = TAILQ_FIRST(&w->reqs))) {
 		queue_shutdown(w->q, &rq->e);
-		if (w->reqs == rq)
+		if (TAILQ_FIRST(&w->reqs) == rq)
 			request_end(rq);   /* it had nothing queued */
 	}
 }
 
 void watch_free(struct watch *w)
 {
+	struct request *rq;
+
 	if (!w)
 		return;
-	while (w->reqs) {
-		queue_cancel(w->q, &w->reqs->e);
-		request_end(w->reqs);
+	while ((rq = TAILQ_FIRST(&w->reqs))) {
+		queue_cancel(w->q, &rq->e);
+		request_end(rq);
 	}
 	if (w->policy) {
 		sweep_abandon(w);

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include "facts.h"
@@ -50,7 +51,7 @@ struct request {
 	struct watch *w;
 	struct policy *policy;    /* held: the rule and the caller's name point into it */
 	const struct policy_rule *rule;
-	struct request *prev, *next;
+	TAILQ_ENTRY(request) in_watch;  /* in watch.reqs until it ends */
 };
 
 struct watch {
@@ -83,7 +84,7 @@ struct watch {
 	uint32_t last_sweep_end;    /* CLOCK_REALTIME seconds, for SWEPT; 0: none yet */
 	struct retry retry[MAX_RETRY];
 	size_t nretry;
-	struct request *reqs;
+	TAILQ_HEAD(, request) reqs;  /* requests made and not yet answered */
 	unsigned nreqs;
 
 	/* Exec events: the proc connector while the policy wants it, else -1. */
