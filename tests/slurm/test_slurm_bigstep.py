@@ -29,12 +29,6 @@ TASKS = 128
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    with btg.running_daemon() as d:
-        yield d
-
-
-@pytest.fixture(scope="module")
 def cluster(users, daemon):
     # The plugin's defaults: its follow must not need a longer timeout= for a big step.
     line = slurmlib.deb_plugstack(f"btguardctl={btg.BTGUARDCTL}", f"socket={daemon.socket}")

@@ -36,12 +36,6 @@ TORCH_LAST = "errors 40 ok"
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    with btg.running_daemon() as d:
-        yield d
-
-
-@pytest.fixture(scope="module")
 def cluster(users, daemon):
     line = slurmlib.deb_plugstack(f"btguardctl={btg.BTGUARDCTL}", f"socket={daemon.socket}",
                                   "timeout=30")

@@ -29,20 +29,12 @@ import greenlet       # noqa: E402
 
 MAPPED = time.monotonic()
 
-SHAPE_ERROR = "mat1 and mat2 shapes cannot be multiplied"
+# The same greenlet pattern and checks as the crash's own workload (a
+# sibling module: nothing new is mapped by this import).
+from torch_greenlet import Tally, run_greenlet  # noqa: E402
+
 TASKS = 4
 ROUNDS = 5
-
-
-def shape_error(problems):
-    try:
-        torch.mm(torch.zeros(2, 3), torch.zeros(4, 5))
-    except RuntimeError as e:
-        if SHAPE_ERROR not in str(e):
-            problems.append(f"unexpected message: {e}")
-        return 1
-    problems.append("torch.mm accepted mismatched shapes")
-    return 0
 
 
 def main():
@@ -50,35 +42,17 @@ def main():
     if sys.argv[1:] == ["--hold"]:
         sys.stdin.read()
         return 0
-    problems = []
-    count = 0
+    tally = Tally()
     started = time.monotonic()
-
-    def worker():
-        nonlocal count
-        for _ in range(ROUNDS):
-            count += shape_error(problems)
-            greenlet.getcurrent().parent.switch()
-
-    def switch_at_depth(depth, g):
-        # Each map() is a C frame between this switch and the previous one.
-        if depth:
-            return list(map(lambda _: switch_at_depth(depth - 1, g), [0]))
-        return g.switch()
-
-    workers = [greenlet.greenlet(worker) for _ in range(TASKS)]
-    for r in range(ROUNDS + 1):
-        for i, g in enumerate(workers):
-            if not g.dead:
-                switch_at_depth((r * 3 + i) % 7, g)
-    if count != TASKS * ROUNDS:
-        problems.append(f"caught {count} errors, expected {TASKS * ROUNDS}")
-    for problem in problems:
+    run_greenlet(tally, TASKS, ROUNDS)
+    if tally.count != TASKS * ROUNDS:
+        tally.problems.append(f"caught {tally.count} errors, expected {TASKS * ROUNDS}")
+    for problem in tally.problems:
         print(f"torch_then_greenlet: {problem}", file=sys.stderr)
-    if problems:
+    if tally.problems:
         return 1
     print(f"raising began {(started - MAPPED) * 1000:.1f} ms after the mapping")
-    print(f"errors {count} ok", flush=True)
+    print(f"errors {tally.count} ok", flush=True)
     return 0
 
 
