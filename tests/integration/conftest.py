@@ -3,12 +3,9 @@
 killed at teardown by PID (`victim`), an unprivileged user (`test_user`),
 and a throttled cpu cgroup (`throttled_cgroup`).
 
-The helpers live in btg/, one module per subject: paths (binaries and
-time limits), wire (the protocol, spoken by the tests themselves), procfs
-(a process as /proc shows it), sites (backtrace()'s bytes in a victim),
-victims (starting them, reading their reports) and daemon (starting
-btguardd, running btguardctl, checking replies).  They are re-exported
-here, so a test module may `from conftest import ...` any of them.
+The helpers live in btg/, one module per subject, and a test imports each
+by name from its module (`from btg.daemon import running_daemon`), so it
+says where a helper lives; fixtures are found by pytest, never imported.
 """
 
 import os
@@ -16,13 +13,10 @@ import shutil
 
 import pytest
 
-from btg.paths import *  # noqa: F401,F403
-from btg.wire import *  # noqa: F401,F403
-from btg.procfs import *  # noqa: F401,F403
-from btg.sites import *  # noqa: F401,F403
-from btg.victims import *  # noqa: F401,F403
-from btg.daemon import *  # noqa: F401,F403
+from btg.daemon import running_daemon
+from btg.paths import CPU_CGROUP_V1, VICTIMS
 from btg.users import system_user
+from btg.victims import GREENLET_SO, TEST_USER, VictimFactory
 
 
 @pytest.fixture

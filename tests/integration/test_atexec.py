@@ -20,10 +20,12 @@ import time
 
 import pytest
 
-from conftest import (ACTION_AT_EXEC, BTGUARDCTL, ERR, FAULTS_BTGUARDD, KIND_DONE,
-                      KIND_ERROR, KIND_RESULT, PROC_GUARDED, RESULT_ARMED, RESULT_WROTE,
-                      VICTIMS, Daemon, Wire, decode_result, encode_request, running_daemon,
-                      stop_started, thread_problems, tracer_pid, user_prefix)
+from btg.daemon import Daemon, running_daemon
+from btg.paths import BTGUARDCTL, FAULTS_BTGUARDD, VICTIMS
+from btg.procfs import thread_problems, tracer_pid
+from btg.victims import stop_started, user_prefix
+from btg.wire import (ACTION_AT_EXEC, ERR, KIND_DONE, KIND_ERROR, KIND_RESULT, PROC_GUARDED,
+                      RESULT_ARMED, RESULT_WROTE, Wire, decode_result, encode_request)
 
 LAUNCHER = "import os, sys; os.read(0, 1); os.execv(sys.argv[1], sys.argv[1:])"
 # The launcher when the exec fails: it says so, and exits 42.

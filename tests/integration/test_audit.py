@@ -27,12 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, BTGUARDCTL,
-                      BTGUARDD, PROC_GUARDED, PROC_NONE, PROC_UNGUARDED,
-                      PROC_UNKNOWN, RESULT_WROTE, SANITIZER_MARKERS,
-                      START_TIMEOUT, STOP_TIMEOUT, VICTIMS, Wire, kernel_thread_pid,
-                      unused_pid, user_prefix)
-from conftest import error_name, start
+from btg.paths import BTGUARDCTL, BTGUARDD, SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT, VICTIMS
+from btg.procfs import kernel_thread_pid, unused_pid
+from btg.victims import start, user_prefix
+from btg.wire import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, PROC_GUARDED, PROC_NONE,
+                      PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire, error_name)
 
 RECORD = re.compile(
     r"^btguardd: (?P<level>\w+): (?P<action>guard|unguard|status) pid=(?P<pid>\d+) "

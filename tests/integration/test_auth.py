@@ -10,7 +10,7 @@ by other users.
 
 import os
 
-from conftest import wait_threads_running
+from btg.procfs import wait_threads_running
 
 def only(r, pid, action):
     assert len(r.results) == 1, r

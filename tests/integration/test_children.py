@@ -12,9 +12,10 @@ import threading
 
 import pytest
 
-from conftest import expected_site, read_mem, wait_threads_running
-from conftest import (assert_original, assert_stub, guard_ok, kill_pid, one, start,
-                     unguard_ok, victim_path)
+from btg.daemon import guard_ok, one, unguard_ok
+from btg.procfs import read_mem, wait_threads_running
+from btg.sites import assert_original, assert_stub, expected_site
+from btg.victims import kill_pid, start, victim_path
 
 
 def child_lines(lines):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BTGUARDCTL, REPO, stop_started, user_prefix
+from btg.paths import BTGUARDCTL, REPO
+from btg.victims import stop_started, user_prefix
 
 COMPLETION = REPO / "completion" / "btguardctl"
 BASH_COMPLETION = Path("/usr/share/bash-completion/bash_completion")

@@ -16,10 +16,11 @@ import shutil
 
 import pytest
 
-from conftest import BTGUARDCTL, expected_site, read_mem, wait_threads_running
-from conftest import (assert_original, assert_stub, guard_ok, mapped_paths, one,
-                     own_mapping, sites_of, start, unguard_ok, victim_path,
-                     wait_behaviour)
+from btg.daemon import guard_ok, one, unguard_ok
+from btg.paths import BTGUARDCTL
+from btg.procfs import mapped_paths, own_mapping, read_mem, wait_threads_running
+from btg.sites import assert_original, assert_stub, expected_site, sites_of
+from btg.victims import start, victim_path, wait_behaviour
 
 NTHREADS = 4
 

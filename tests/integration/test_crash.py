@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, STOP_TIMEOUT, VICTIMS, stop_started, wait_threads_running
+from btg.paths import REPO, STOP_TIMEOUT, VICTIMS
+from btg.procfs import wait_threads_running
+from btg.victims import stop_started
 
 PYTHON = "/usr/bin/python3"          # Debian's, where python3-torch lives
 WORKLOAD = REPO / "tests" / "workloads" / "torch_greenlet.py"

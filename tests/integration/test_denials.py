@@ -27,8 +27,8 @@ import time
 
 import pytest
 
-from conftest import unused_pid, user_prefix
-from conftest import start
+from btg.procfs import unused_pid
+from btg.victims import start, user_prefix
 
 
 def denial_text(pid):

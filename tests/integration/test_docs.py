@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from conftest import BTGUARDCTL, BTGUARDD, REPO
+from btg.paths import BTGUARDCTL, BTGUARDD, REPO
 
 MAN = REPO / "man"
 PAGES = {"btguardctl": (BTGUARDCTL, MAN / "btguardctl.1.scd"),

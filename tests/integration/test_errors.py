@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_STATUS, HEADER, KIND_ERROR,
-                      KIND_REQUEST, KIND_RESULT, MAGIC, MAX_PAYLOAD, MAX_PIDS,
-                      REQUEST, SETTLE_TIMEOUT, VERSION, Wire, encode_header,
-                      encode_request, kernel_thread_pid, proc_state,
-                      tracer_pid, unused_pid, wait_threads_running)
+from btg.paths import SETTLE_TIMEOUT
+from btg.procfs import kernel_thread_pid, proc_state, tracer_pid, unused_pid, wait_threads_running
+from btg.wire import (ACTION_GUARD, ACTION_STATUS, HEADER, KIND_ERROR, KIND_REQUEST, KIND_RESULT,
+                      MAGIC, MAX_PAYLOAD, MAX_PIDS, REQUEST, VERSION, Wire, encode_header,
+                      encode_request)
 
 
 def single(daemon, action, pid, check=1):

@@ -39,10 +39,12 @@ import time
 
 import pytest
 
-from conftest import (BTGUARDCTL, CPU_CGROUP_V1, MAX_PIDS, VERSION, expected_site, read_mem,
-                      read_report, stop_started, thread_problems, user_prefix, wait_report,
-                      wait_threads_running)
-from conftest import Lines, task_states, vforker_in_d_state, wait_for
+from btg.paths import BTGUARDCTL, CPU_CGROUP_V1
+from btg.procfs import read_mem, task_states, thread_problems, wait_for, wait_threads_running
+from btg.sites import expected_site
+from btg.victims import (Lines, read_report, stop_started, user_prefix, vforker_in_d_state,
+                         wait_report)
+from btg.wire import MAX_PIDS, VERSION
 
 # Before: one full /proc scan per PID, 4,096 of them, all before any other
 # client was served again (30 s and more on a node; here, with the extra

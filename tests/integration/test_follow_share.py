@@ -30,9 +30,11 @@ import time
 
 import pytest
 
+from btg.daemon import running_daemon
+from btg.procfs import thread_problems, tracer_pid
 from btg.users import system_user
-from conftest import (ACTION_AT_EXEC, RESULT_ARMED, Wire, decode_result, encode_request,
-                      running_daemon, stop_started, thread_problems, tracer_pid, user_prefix)
+from btg.victims import stop_started, user_prefix
+from btg.wire import ACTION_AT_EXEC, RESULT_ARMED, Wire, decode_result, encode_request
 
 PER_UID = 32          # daemon/engine/follows.h FOLLOWS_PER_UID
 CONNS_PER_UID = 64    # daemon/serve/conn.h SERVER_MAX_CONNS_PER_UID: all one user may ask at once

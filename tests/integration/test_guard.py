@@ -12,12 +12,11 @@ import os
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED,
-                      PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire,
-                      ENDBR64, STUB, expected_site, guarded_form, libc_text_mappings, read_mem,
-                      stub_offset,
-                      thread_problems, wait_behaviour, wait_report, wait_threads_running,
-                      write_mem)
+from btg.procfs import read_mem, thread_problems, wait_threads_running, write_mem
+from btg.sites import ENDBR64, STUB, expected_site, guarded_form, libc_text_mappings, stub_offset
+from btg.victims import wait_behaviour, wait_report
+from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
+                      PROC_UNKNOWN, RESULT_WROTE, Wire)
 
 # Long enough that a loaded machine retrying "busy" still gets through.
 DEADLINE_MS = 20000
@@ -62,7 +61,7 @@ def assert_unguard_reply(res, wrote):
 def wait_all_zero(v):
     """Every backtrace() call that starts from now on returns 0.  (A call
     already inside backtrace() when the stub went in may still return
-    frames: conftest.wait_behaviour waits for a steady state first.)"""
+    frames: btg.victims.wait_behaviour waits for a steady state first.)"""
     wait_behaviour(v, zero=True)
 
 

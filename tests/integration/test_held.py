@@ -17,8 +17,11 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, SETTLE_TIMEOUT, Wire, guard_during_hold,
-                      guard_during_seize_hold, guard_ok, start, thread_problems, victim_path, wait_threads_running)
+from btg.daemon import guard_during_hold, guard_during_seize_hold, guard_ok
+from btg.paths import SETTLE_TIMEOUT
+from btg.procfs import thread_problems, wait_threads_running
+from btg.victims import start, victim_path
+from btg.wire import ACTION_GUARD, ACTION_UNGUARD, Wire
 from test_ptrace_faults import faulty_daemon
 
 HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")

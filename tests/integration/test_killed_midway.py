@@ -32,11 +32,13 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, PROC_GUARDED,
-                      PROC_UNGUARDED, RESULT_WROTE, STOP_TIMEOUT, Wire,
-                      encode_request, thread_problems, tracer_pid,
-                      wait_report, wait_threads_running)
-from conftest import ERR, KillableDaemon, Site, error_name, renice_threads
+from btg.daemon import KillableDaemon
+from btg.paths import STOP_TIMEOUT
+from btg.procfs import renice_threads, thread_problems, tracer_pid, wait_threads_running
+from btg.sites import Site
+from btg.victims import wait_report
+from btg.wire import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, ERR, PROC_GUARDED,
+                      PROC_UNGUARDED, RESULT_WROTE, Wire, encode_request, error_name)
 
 ROUNDS = int(os.environ.get("BTGUARD_FAULT_ROUNDS", "200"))
 TARGET_ROUNDS = int(os.environ.get("BTGUARD_TARGET_KILL_ROUNDS", "40"))

@@ -29,12 +29,11 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, ERR,
-                      HEADER, KIND_ERROR, KIND_REQUEST, KIND_RESULT, MAGIC, MAX_PAYLOAD,
-                      MAX_PIDS, PROC_UNGUARDED, VERSION, Wire, encode_request,
-                      kernel_thread_pid, unused_pid)
-from conftest import ERR as ALL_ERR
-from conftest import is_sanitized, open_fds, vm_rss_kib
+from btg.procfs import is_sanitized, kernel_thread_pid, open_fds, unused_pid, vm_rss_kib
+from btg.wire import (ACTION_GUARD, ACTION_STATUS, ACTION_UNGUARD, ERR, HEADER, KIND_ERROR,
+                      KIND_REQUEST, KIND_RESULT, MAGIC, MAX_PAYLOAD, MAX_PIDS, PROC_UNGUARDED,
+                      VERSION, Wire, encode_request)
+from btg.wire import ERR as ALL_ERR
 
 GOOD_CLIENTS = 500
 REQUESTS_EACH = 20

@@ -21,7 +21,8 @@ import uuid
 
 import pytest
 
-from conftest import running_daemon, start, victim_path
+from btg.daemon import running_daemon
+from btg.victims import start, victim_path
 
 PROMTOOL = "/usr/bin/promtool"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"

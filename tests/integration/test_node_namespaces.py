@@ -26,8 +26,9 @@ import uuid
 
 import pytest
 
-from conftest import (BTGUARDD, REPO, START_TIMEOUT, STOP_TIMEOUT, running_daemon, start,
-                      victim_path)
+from btg.daemon import running_daemon
+from btg.paths import BTGUARDD, REPO, START_TIMEOUT, STOP_TIMEOUT
+from btg.victims import start, victim_path
 
 WARNING = "other-mount-namespace"
 PIDNS_NOTICE = ("exec events unavailable: in a PID namespace other than the node's: the kernel "

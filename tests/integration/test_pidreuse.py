@@ -61,7 +61,13 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from btg.daemon import KillableDaemon, guard_during_seize_hold
+from btg.paths import SANITIZER_MARKERS, VICTIMS
+from btg.procfs import d_threads, proc_state, thread_problems
+from btg.sites import Site
+from btg.victims import D_TARGET
+from btg.wire import (ACTION_GUARD, ACTION_STATUS, PROC_NONE, PROC_UNGUARDED, RESULT_WROTE, Wire,
+                      encode_request, error_name)
 
 
 def run_inside(scenario):
@@ -152,9 +158,6 @@ RECYCLE_ROUNDS = 40
 
 class Inside:
     def __init__(self):
-        sys.path.insert(0, str(HERE))
-        import conftest
-        self.c = self.h = conftest
         assert os.getpid() == 1, "must run as init of a new PID namespace"
         self.dir = Path(tempfile.mkdtemp(prefix="btg-pidns-"))
         self.children = []
@@ -172,8 +175,8 @@ class Inside:
         """A process with a thread in D state, and the FIFO that holds it."""
         fifo = self.dir / f"fifo{len(self.children)}"
         os.mkfifo(fifo)
-        p = self.spawn([sys.executable, "-c", self.h.D_TARGET, str(fifo)])
-        self.wait(lambda: self.h.d_threads(p.pid), f"a D-state thread in {p.pid}")
+        p = self.spawn([sys.executable, "-c", D_TARGET, str(fifo)])
+        self.wait(lambda: d_threads(p.pid), f"a D-state thread in {p.pid}")
         return p
 
     def kill_with_vfork_child(self, p):
@@ -218,7 +221,7 @@ class Inside:
 
     # -- the daemon
     def start_daemon(self):
-        d = self.h.KillableDaemon(extra_args=("--verbose",))
+        d = KillableDaemon(extra_args=("--verbose",))
         self.daemon = d.wait_ready()
         return d
 
@@ -249,7 +252,7 @@ class Inside:
         rc = self.daemon.stop()
         log = self.daemon.log()
         obs["daemon_exit"] = rc
-        obs["sanitizer"] = [m for m in self.c.SANITIZER_MARKERS if m in log]
+        obs["sanitizer"] = [m for m in SANITIZER_MARKERS if m in log]
         obs["log_tail"] = log.splitlines()[-30:]
         self.daemon.cleanup()
         for p in self.children:
@@ -261,66 +264,64 @@ class Inside:
 
 
 def recycled_while_pinned(x):
-    c, h = x.c, x.h
     x.start_daemon()
     old = x.d_target()
     obs = {"old_pid": old.pid}
-    w = c.Wire(x.daemon.socket, timeout=120)
-    w.send(c.encode_request(c.ACTION_GUARD, [old.pid], deadline_ms=30000))
+    w = Wire(x.daemon.socket, timeout=120)
+    w.send(encode_request(ACTION_GUARD, [old.pid], deadline_ms=30000))
     x.wait(lambda: x.daemon_pins(old.pid), "the daemon to pin the target")
     time.sleep(0.2)          # well into its busy back-off loop
     x.freeze_daemon()
     x.kill_with_vfork_child(old)
-    new = x.fork_onto(old.pid, [str(c.VICTIMS / "idle"), "2"])
+    new = x.fork_onto(old.pid, [str(VICTIMS / "idle"), "2"])
     obs["new_pid"] = new.pid
-    site = h.Site(new.pid)
+    site = Site(new.pid)
     obs["new_site_before"] = site.classify()
     x.thaw_daemon()
     [res] = w.read_results()
     w.close()
-    obs.update(error=h.error_name(res.error), message=res.message,
-               wrote=bool(res.flags & c.RESULT_WROTE), state=res.state)
+    obs.update(error=error_name(res.error), message=res.message,
+               wrote=bool(res.flags & RESULT_WROTE), state=res.state)
     obs["new_alive"] = new.poll() is None
-    obs["new_thread_problems"] = c.thread_problems(new.pid)
+    obs["new_thread_problems"] = thread_problems(new.pid)
     obs["new_site_after"] = site.classify()
     obs["log_error_line"] = [line for line in x.daemon.log().splitlines()
                              if f"guard pid={old.pid} " in line and "error pid-reused" in line]
-    with c.Wire(x.daemon.socket, timeout=60) as w2:
-        [res] = w2.request(c.ACTION_STATUS, [new.pid])
+    with Wire(x.daemon.socket, timeout=60) as w2:
+        [res] = w2.request(ACTION_STATUS, [new.pid])
     obs["later_status"] = {"error": res.error,
-                           "state": {c.PROC_UNGUARDED: "unguarded"}.get(res.state, res.state)}
+                           "state": {PROC_UNGUARDED: "unguarded"}.get(res.state, res.state)}
     x.finish(obs)
 
 
 def recycled_before_pin(x):
-    c, h = x.c, x.h
     x.start_daemon()
     slow = x.d_target()
-    old = x.spawn([str(c.VICTIMS / "idle"), "1"])
+    old = x.spawn([str(VICTIMS / "idle"), "1"])
     obs = {"old_pid": old.pid}
-    a = c.Wire(x.daemon.socket, timeout=120)
-    b = c.Wire(x.daemon.socket, timeout=120)
+    a = Wire(x.daemon.socket, timeout=120)
+    b = Wire(x.daemon.socket, timeout=120)
     # A: one slow target (busy until its 1 s deadline), parked between
     # attempts.  B's request is sent while the daemon is frozen, so it waits
     # in the socket, unread and unpinned, while its PID is recycled.
-    a.send(c.encode_request(c.ACTION_GUARD, [slow.pid], deadline_ms=1000))
+    a.send(encode_request(ACTION_GUARD, [slow.pid], deadline_ms=1000))
     x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to start on the slow target")
     x.freeze_daemon()
-    b.send(c.encode_request(c.ACTION_STATUS, [old.pid]))
+    b.send(encode_request(ACTION_STATUS, [old.pid]))
     os.kill(old.pid, signal.SIGKILL)
     old.wait(timeout=30)
-    nolibc = c.VICTIMS / "nolibc"
+    nolibc = VICTIMS / "nolibc"
     new = x.fork_onto(old.pid, [str(nolibc)])
     obs["new_pid"] = new.pid
     obs["new_exe"] = os.readlink(f"/proc/{new.pid}/exe")
     x.thaw_daemon()
     [first] = a.read_results()
-    obs["first_error"] = h.error_name(first.error)
+    obs["first_error"] = error_name(first.error)
     [res] = b.read_results()
     a.close()
     b.close()
-    obs.update(error=h.error_name(res.error) if res.error else 0, nsites=res.nsites,
-               state={c.PROC_NONE: "none", c.PROC_UNGUARDED: "unguarded"}.get(res.state, res.state),
+    obs.update(error=error_name(res.error) if res.error else 0, nsites=res.nsites,
+               state={PROC_NONE: "none", PROC_UNGUARDED: "unguarded"}.get(res.state, res.state),
                message=res.message)
     lines = [line for line in x.daemon.log().splitlines() if f"status pid={old.pid} " in line]
     obs["log_exe"] = lines[-1].split(" exe=", 1)[1].split(" by uid=")[0] if lines else None
@@ -332,25 +333,24 @@ def recycled_after_arrival(x):
     """One request naming a slow target, then an idle one.  Both are pinned
     when the request arrives; the second PID is recycled while the daemon
     works on the first, so its turn must be refused."""
-    c, h = x.c, x.h
     x.start_daemon()
     slow = x.d_target()
-    old = x.spawn([str(c.VICTIMS / "idle"), "1"])
+    old = x.spawn([str(VICTIMS / "idle"), "1"])
     obs = {"old_pid": old.pid}
-    a = c.Wire(x.daemon.socket, timeout=120)
-    a.send(c.encode_request(c.ACTION_GUARD, [slow.pid, old.pid], deadline_ms=1000))
+    a = Wire(x.daemon.socket, timeout=120)
+    a.send(encode_request(ACTION_GUARD, [slow.pid, old.pid], deadline_ms=1000))
     x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to start on the slow target")
     x.freeze_daemon()
     os.kill(old.pid, signal.SIGKILL)
     old.wait(timeout=30)
-    new = x.fork_onto(old.pid, [str(c.VICTIMS / "idle"), "1"])
+    new = x.fork_onto(old.pid, [str(VICTIMS / "idle"), "1"])
     obs["new_pid"] = new.pid
-    site = h.Site(new.pid)   # its backtrace() bytes before the daemon runs again
+    site = Site(new.pid)   # its backtrace() bytes before the daemon runs again
     x.thaw_daemon()
     first, second = a.read_results()
     a.close()
-    obs["first_error"] = h.error_name(first.error)
-    obs.update(error=h.error_name(second.error) if second.error else 0,
+    obs["first_error"] = error_name(first.error)
+    obs.update(error=error_name(second.error) if second.error else 0,
                wrote=bool(second.flags & 1), message=second.message)
     # The new process must not have been touched: its backtrace() is original.
     obs["new_site"] = site.classify()
@@ -367,16 +367,15 @@ def recycled_within_a_tick(x):
     """Each round: start P, send [slow, P] (so P waits its turn), make sure
     the daemon has read the request, then kill P and start another process
     on its PID at once.  The new process must never be guarded."""
-    c, h = x.c, x.h
     x.start_daemon()
     slow = x.d_target()
-    idle = str(c.VICTIMS / "idle")
+    idle = str(VICTIMS / "idle")
     obs = {"rounds": 0, "same_tick": 0, "not_recycled": [], "touched": [], "errors": []}
-    w = c.Wire(x.daemon.socket, timeout=120)
+    w = Wire(x.daemon.socket, timeout=120)
     for _ in range(RECYCLE_ROUNDS):
         old = x.spawn([idle, "1"], wait_ready=False)
         old_start = starttime(old.pid)
-        w.send(c.encode_request(c.ACTION_GUARD, [slow.pid, old.pid], deadline_ms=400))
+        w.send(encode_request(ACTION_GUARD, [slow.pid, old.pid], deadline_ms=400))
         # The daemon holds slow's pin once it has read the request.
         x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to read the request", timeout=60,
                interval=0.0002)
@@ -387,13 +386,13 @@ def recycled_within_a_tick(x):
         if new.pid != old.pid:
             obs["not_recycled"].append((old.pid, new.pid))
         obs["same_tick"] += starttime(new.pid) == old_start
-        site = h.Site(new.pid)
+        site = Site(new.pid)
         first, second = w.read_results()
-        obs["errors"].append(h.error_name(second.error))
+        obs["errors"].append(error_name(second.error))
         state = site.classify()
-        if state != "original" or second.flags & c.RESULT_WROTE or c.thread_problems(new.pid):
+        if state != "original" or second.flags & RESULT_WROTE or thread_problems(new.pid):
             obs["touched"].append({"pid": new.pid, "site": state, "result": second.message,
-                                   "threads": c.thread_problems(new.pid)})
+                                   "threads": thread_problems(new.pid)})
         new.kill()
         new.wait(timeout=30)
         # Not slow's pin of this request any more: the next round waits for a fresh one.
@@ -413,12 +412,11 @@ def sharer_on_a_recycled_pid(x):
     the pause must find that sibling.  The hold must end within the stop
     bound, so a slow machine may miss it: the sequence is tried a few times
     and must take that path once."""
-    c, h = x.c, x.h
     obs = {"attempts": 0, "recycled": False, "found_in_the_pause": False}
     for _ in range(SHARER_ATTEMPTS):
         obs["attempts"] += 1
-        placeholder = x.spawn([str(c.VICTIMS / "idle"), "0"])
-        target = x.spawn([str(c.VICTIMS / "vmsibling"), "1", "--late"])
+        placeholder = x.spawn([str(VICTIMS / "idle"), "0"])
+        target = x.spawn([str(VICTIMS / "vmsibling"), "1", "--late"])
 
         def bear():
             os.kill(placeholder.pid, signal.SIGKILL)
@@ -429,15 +427,15 @@ def sharer_on_a_recycled_pid(x):
             while (line := target.stdout.readline()) != b"born\n":
                 assert line.startswith(b"sibling "), line
 
-        res, log = h.guard_during_seize_hold(target.pid, 1, bear)
+        res, log = guard_during_seize_hold(target.pid, 1, bear)
         with open(f"/proc/{target.pid}/task/{target.pid}/children") as f:
             sibs = [int(p) for p in f.read().split()]
         obs.update(sibling=sibs, recycled=sibs == [placeholder.pid], ok=res["ok"],
                    state=res["state"], wrote=res["wrote"])
-        obs["all_alive"] = all(h.proc_state(p) not in (None, "Z", "X")
+        obs["all_alive"] = all(proc_state(p) not in (None, "Z", "X")
                                for p in [target.pid] + sibs)
-        obs["thread_problems"] = [c.thread_problems(p) for p in [target.pid] + sibs
-                                  if c.thread_problems(p)]
+        obs["thread_problems"] = [thread_problems(p) for p in [target.pid] + sibs
+                                  if thread_problems(p)]
         obs["found_in_the_pause"] = (f"process {target.pid}: 1 process(es) sharing its memory "
                                      "found once it was stopped") in log
         obs["log_tail"] = log.splitlines()[-30:]

@@ -25,8 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BTGUARDD, running_daemon, start, task_states, victim_path
+from btg.daemon import running_daemon
 from btg.kernel import proc_connector_probe
+from btg.paths import BTGUARDD
+from btg.procfs import task_states
+from btg.victims import start, victim_path
 
 INTERVAL = 0.5       # the policy's sweep, seconds
 SLACK = 0.75         # scheduling on two shared cores

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from conftest import BTGUARDD, running_daemon, start
+from btg.daemon import running_daemon
+from btg.paths import BTGUARDD
 
 NOBODY = 65534
 QUICK = 10          # seconds: far more than any answer needs, far less than a hang

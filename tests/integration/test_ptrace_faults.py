@@ -10,8 +10,11 @@ traced, and the failure reported.
 
 import time
 
-from conftest import (FAULTS_BTGUARDD, expected_site, read_mem, running_daemon, start,
-                      thread_problems, victim_path, wait_threads_running)
+from btg.daemon import running_daemon
+from btg.paths import FAULTS_BTGUARDD
+from btg.procfs import read_mem, thread_problems, wait_threads_running
+from btg.sites import expected_site
+from btg.victims import start, victim_path
 
 
 def faulty_daemon(spec):

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, running_daemon
+from btg.daemon import running_daemon
+from btg.paths import REPO
 
 SERVICE = REPO / "systemd" / "btguardd.service.in"
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GREENLET_SO
-from conftest import FAULTS_BTGUARDD, running_daemon, start, victim_path
+from btg.daemon import running_daemon
+from btg.paths import FAULTS_BTGUARDD
+from btg.victims import GREENLET_SO, start, victim_path
 
 CGROUP_ROOTS = [Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/cpu")]
 

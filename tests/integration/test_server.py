@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (ACTION_STATUS, stop_started, BTGUARDD, ERR, HEADER, KIND_DONE,
-                      KIND_ERROR, KIND_REQUEST, KIND_RESULT, MAGIC,
-                      MAX_PAYLOAD, SANITIZER_MARKERS, START_TIMEOUT,
-                      STOP_TIMEOUT, VERSION, Wire, check_daemon_exit,
-                      decode_result, encode_request)
+from btg.daemon import check_daemon_exit
+from btg.paths import BTGUARDD, SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT
+from btg.victims import stop_started
+from btg.wire import (ACTION_STATUS, ERR, HEADER, KIND_DONE, KIND_ERROR, KIND_REQUEST, KIND_RESULT,
+                      MAGIC, MAX_PAYLOAD, VERSION, Wire, decode_result, encode_request)
 
-# enum proto_error beyond conftest's list (proto/proto.h).
+# enum proto_error beyond btg.wire's ERR_NAMES (proto/proto.h).
 ERR_PROTO, ERR_LIMIT, ERR_SHUTDOWN = 4096 + 16, 4096 + 17, 4096 + 18
 EPROTONOSUPPORT = 93
 ERR_SELF = ERR["self"]

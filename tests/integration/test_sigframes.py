@@ -21,8 +21,9 @@ import time
 
 import pytest
 
-from conftest import SETTLE_TIMEOUT, thread_problems
-from conftest import Lines
+from btg.paths import SETTLE_TIMEOUT
+from btg.procfs import thread_problems
+from btg.victims import Lines
 
 # Short: each busy answer waits out its whole deadline.
 BUSY_DEADLINE_MS = 300

@@ -14,9 +14,11 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, read_mem, wait_threads_running
-from conftest import (ENDBR64, STUB, assert_original, assert_stub, guard_ok, one,
-                     sites_of, start, unguard_ok, victim_path, wait_behaviour)
+from btg.daemon import guard_ok, one, unguard_ok
+from btg.paths import REPO
+from btg.procfs import read_mem, wait_threads_running
+from btg.sites import ENDBR64, STUB, assert_original, assert_stub, sites_of
+from btg.victims import start, victim_path, wait_behaviour
 
 NTHREADS = 4
 REPO_VICTIMS_SRC = REPO / "tests" / "victims"

@@ -19,12 +19,14 @@ import time
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, CPU_CGROUP_V1, ERR_NAMES, PROC_GUARDED,
-                      PROC_UNGUARDED, PROC_UNKNOWN, RESULT_WROTE, Wire, expected_site,
-                      read_mem, read_report, wait_report,
-                      wait_threads_running)
-from conftest import (assert_original, assert_stub, guard_ok, one, start, task_states,
-                     unguard_ok, victim_path, vforker_in_d_state, wait_behaviour, wait_for)
+from btg.daemon import guard_ok, one, unguard_ok
+from btg.paths import CPU_CGROUP_V1
+from btg.procfs import read_mem, task_states, wait_for, wait_threads_running
+from btg.sites import assert_original, assert_stub, expected_site
+from btg.victims import (read_report, start, vforker_in_d_state, victim_path, wait_behaviour,
+                         wait_report)
+from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_NAMES, PROC_GUARDED, PROC_UNGUARDED,
+                      PROC_UNKNOWN, RESULT_WROTE, Wire)
 
 NTHREADS = 4
 

@@ -17,8 +17,10 @@ import time
 
 import pytest
 
-from conftest import BTGUARDD, BUILD, REPO, running_daemon, wait_threads_running
+from btg.daemon import running_daemon
 from btg.kernel import proc_connector_probe
+from btg.paths import BTGUARDD, BUILD, REPO
+from btg.procfs import wait_threads_running
 
 SYSTEMD_DIR = REPO / "systemd"
 

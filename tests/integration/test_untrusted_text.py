@@ -16,7 +16,9 @@ import select
 import shutil
 import subprocess
 
-from conftest import BTGUARDCTL, START_TIMEOUT, wait_for, victim_path
+from btg.paths import BTGUARDCTL, START_TIMEOUT
+from btg.procfs import wait_for
+from btg.victims import victim_path
 
 # Each sequence a terminal would act on, and how ESCAPE_TEXT shows it.
 HOSTILE = b"\xc2\x9b2K\xe2\x80\xae\xe2\x81\xa6\x1b7m\xff!"

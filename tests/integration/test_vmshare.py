@@ -14,9 +14,11 @@ import signal
 
 import pytest
 
-from conftest import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
-                      RESULT_WROTE, Wire, guard_during_seize_hold,
-                      proc_state, start, thread_problems, victim_path)
+from btg.daemon import guard_during_seize_hold
+from btg.procfs import proc_state, thread_problems
+from btg.victims import start, victim_path
+from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
+                      RESULT_WROTE, Wire)
 
 CYCLES = 2000
 

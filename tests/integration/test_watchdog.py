@@ -21,9 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from conftest import (ACTION_GUARD, BTGUARDD, STOP_TIMEOUT, Wire, encode_request,
-                      stop_started, wait_listening)
-from conftest import D_TARGET, ERR, d_threads
+from btg.daemon import wait_listening
+from btg.paths import BTGUARDD, STOP_TIMEOUT
+from btg.procfs import d_threads
+from btg.victims import D_TARGET, stop_started
+from btg.wire import ACTION_GUARD, ERR, Wire, encode_request
 
 WATCHDOG_USEC = 3_000_000          # systemd would kill after 3 s of silence
 BUSY_MS = 10_000                   # the long operation: far longer than that

@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: MIT
 """The tests' copies of the wire constants are the C headers' own.
 
-conftest.py speaks the protocol by itself (to send what btguardctl never
+btg/wire.py speaks the protocol by itself (to send what btguardctl never
 would); if a code, a limit or the stub moved in C, every test built on the
 old value would test something else.  Read the C sources and compare.
 """
 
 import re
 
-from conftest import (ACTION_AT_EXEC, ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, REPO,
-                      RESULT_ARMED, VERSION)
+from btg.paths import REPO
+from btg.wire import ACTION_AT_EXEC, ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, RESULT_ARMED, VERSION
 
 PROTO_H = (REPO / "proto" / "proto.h").read_text()
 PROTO_C = (REPO / "proto" / "proto.c").read_text()

@@ -221,7 +221,7 @@ def unguard_ok(daemon, pid, **kw):
 class KillableDaemon:
     """A btguardd of the test's own, to be SIGKILLed at will.
 
-    Unlike conftest's `Daemon`, ending it abruptly is the point; the log is
+    Unlike `Daemon`, ending it abruptly is the point; the log is
     kept for failure messages.  Only self.pid is ever signalled.
     """
 

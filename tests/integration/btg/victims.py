@@ -252,7 +252,7 @@ class Lines:
 def start(factory, argv, name, env=None, stdin=False, report=None, nthreads=None):
     """Starts argv as a victim and waits for its "ready" line.
 
-    Returns the conftest Victim with `.lines` (a Lines reader) and
+    Returns the Victim with `.lines` (a Lines reader) and
     `.before` (the lines printed before "ready").  With report=True a
     report path is allocated and passed as "--report PATH"; with nthreads
     the first complete bt_loop report is awaited too.
