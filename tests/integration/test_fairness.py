@@ -227,7 +227,7 @@ def test_root_keeps_its_reserve_when_users_fill_the_rest(daemon):
             holders.append(hold_connections(daemon, user, PER_UID))
         late = hold_connections(daemon, users[n_users], 8)
         holders.append(late)
-        wait_for(lambda: daemon.log().count(f"connections are root's") >= 8,
+        wait_for(lambda: daemon.log().count("connections are root's") >= 8,
                  "the daemon to refuse the sixteenth user")
         assert still_open(late) == 0
         assert served(daemon), "root was locked out"

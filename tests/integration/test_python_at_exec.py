@@ -22,7 +22,6 @@ import signal
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 

@@ -24,8 +24,8 @@ RuntimeError and it prints "errors N ok" and exits 0.
 import sys
 import time
 
-import torch          # noqa: E402  (the order is the point: torch first)
-import greenlet       # noqa: E402
+import torch  # noqa: E402,F401  (the order is the point: torch first)
+import greenlet  # noqa: E402,F401
 
 MAPPED = time.monotonic()
 
