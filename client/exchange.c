@@ -5,7 +5,7 @@
  * request it answers and printed, until DONE says how many there were.
  * A reply cut off, malformed or late is a failure (the daemon may have
  * acted); a daemon never reached is "unreachable".  Socket I/O lives in
- * conn.c, formatting in output.c.
+ * ctl_conn.c, formatting in output.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conn.h"
+#include "ctl_conn.h"
 #include "exchange.h"
 #include "status.h"
 
@@ -34,7 +34,7 @@ static const char *recv_error_text(int r)
  * Reads RESULTs until DONE.  Returns the exit status; *nresults counts
  * what was printed, for the messages about a cut-off reply.
  */
-static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
+static int read_replies(struct ctl_conn *c, struct options *o, unsigned *nresults)
 {
 	static uint8_t payload[PROTO_MAX_PAYLOAD];
 	static struct proto_result res;
@@ -47,7 +47,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 	int r;
 
 	for (;;) {
-		r = conn_recv(c, &h, payload, sizeof(payload));
+		r = ctl_conn_recv(c, &h, payload, sizeof(payload));
 		if (r == -ENODATA && c->received == 0)
 			return status_fail(EXIT_UNREACHABLE, "the daemon at %s closed the "
 					   "connection without answering", o->socket_path);
@@ -180,7 +180,7 @@ static int read_replies(struct conn *c, struct options *o, unsigned *nresults)
 int exchange_run(struct options *o)
 {
 	static uint8_t request[PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD];
-	struct conn c;
+	struct ctl_conn c;
 	unsigned nresults = 0;
 	int len, r, status;
 
@@ -188,7 +188,7 @@ int exchange_run(struct options *o)
 	if (len < 0)   /* options_parse enforces every limit the encoder checks */
 		return status_fail(EXIT_USAGE, "cannot encode the request: %s", strerror(-len));
 
-	r = conn_open(&c, o->socket_path, conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
+	r = ctl_conn_open(&c, o->socket_path, ctl_conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
 	if (r == -ETIMEDOUT)
 		return status_fail(EXIT_UNREACHABLE,
 				   "cannot connect to %s: the daemon did not accept "
@@ -199,15 +199,15 @@ int exchange_run(struct options *o)
 				   "cannot connect to %s: %s (is btguardd running?)",
 				   o->socket_path, strerror(-r));
 
-	r = conn_send(&c, request, (size_t)len);
+	r = ctl_conn_send(&c, request, (size_t)len);
 	if (r < 0) {
-		conn_close(&c);
+		ctl_conn_close(&c);
 		return status_fail(EXIT_UNREACHABLE, "cannot send the request to %s: %s",
 				   o->socket_path, r == -ETIMEDOUT ? "timed out" : strerror(-r));
 	}
 
 	status = read_replies(&c, o, &nresults);
-	conn_close(&c);
+	ctl_conn_close(&c);
 	if (fflush(stdout) != 0 && status == EXIT_OK)
 		status = status_fail(EXIT_FAILED, "writing to standard output failed");
 	return status;

@@ -9,7 +9,7 @@
  *
  * The command line is options.c's (the --help text help.c's), the
  * selectors resolved here target.c's, the exchange with the daemon
- * exchange.c's, socket I/O conn.c's, formatting output.c's, --output's
+ * exchange.c's, socket I/O ctl_conn.c's, formatting output.c's, --output's
  * file outfile.c's, the run command's process run.c's.
  */
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "ctl_conn.h"
 #include "status.h"
 #include "target.h"
 
@@ -82,7 +82,7 @@ static int slurm_job_target(struct options *o)
 		.pids = o->req.pids, .max_pids = PROTO_MAX_PIDS,
 	};
 	int r = slurm_resolve(&o->slurm_job, &t,
-			      conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
+			      ctl_conn_now_ns() + (uint64_t)(o->timeout_s * 1e9));
 
 	switch (r) {
 	case 0:
