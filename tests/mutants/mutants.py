@@ -148,7 +148,7 @@ MUTANTS = [
     ("a decoder length check dropped", "proto/proto.c",
      [("\tif (h.length > PROTO_MAX_PAYLOAD)", "\tif (h.length > PROTO_MAX_PAYLOAD * 16u)")],
      ["unit"]),
-    ("client exit status 0 on failure", "client/main.c",
+    ("client exit status 0 on failure", "client/exchange.c",
      [("\t\t\treturn n->failed ? EXIT_FAILED : EXIT_OK;", "\t\t\treturn n->failed ? EXIT_OK : EXIT_OK;")],
      ["test_client_cli.py"]),
     ("--tree children not listed again after the patch", "daemon/request/queue.c",
@@ -286,7 +286,7 @@ MUTANTS = [
      [(" || (cp >= 0x2066 && cp <= 0x2069);", ";")],
      ["unit", "test_untrusted_text.py::test_every_format_escapes_what_a_process_chose"]),
     # -- a second round of survivors (issue 29) --
-    ("--user NAME sent as the user's gid", "client/main.c",
+    ("--user NAME sent as the user's gid", "client/options.c",
      [("o->req.sel.uid = (uint32_t)pw->pw_uid;", "o->req.sel.uid = (uint32_t)pw->pw_gid;")],
      ["test_select.py::test_user_by_name_is_its_uid_not_its_gid"]),
     ("an empty TORCH_SHOW_CPP_STACKTRACES= taken as on", "daemon/request/report.c",

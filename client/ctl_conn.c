@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "ctl_conn.h"
 
 /* How long to wait before retrying a connect refused with EAGAIN. */
 #define CONNECT_RETRY_MS 10
 
-uint64_t conn_now_ns(void)
+uint64_t ctl_conn_now_ns(void)
 {
 	struct timespec ts;
 
@@ -31,7 +31,7 @@ uint64_t conn_now_ns(void)
 /* Milliseconds left until the deadline, rounded up; 0 when it has passed. */
 static int remaining_ms(uint64_t deadline_ns)
 {
-	uint64_t now = conn_now_ns(), left;
+	uint64_t now = ctl_conn_now_ns(), left;
 
 	if (now >= deadline_ns)
 		return 0;
@@ -57,7 +57,7 @@ static int wait_for(int fd, short events, uint64_t deadline_ns)
 	}
 }
 
-int conn_open(struct conn *c, const char *path, uint64_t deadline_ns)
+int ctl_conn_open(struct ctl_conn *c, const char *path, uint64_t deadline_ns)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int fd;
@@ -97,7 +97,7 @@ int conn_open(struct conn *c, const char *path, uint64_t deadline_ns)
 	return 0;
 }
 
-int conn_send(struct conn *c, const uint8_t *buf, size_t len)
+int ctl_conn_send(struct ctl_conn *c, const uint8_t *buf, size_t len)
 {
 	size_t off = 0;
 
@@ -122,7 +122,7 @@ int conn_send(struct conn *c, const uint8_t *buf, size_t len)
 }
 
 /* Reads exactly len bytes; *got says how many arrived before a failure. */
-static int read_exact(struct conn *c, uint8_t *buf, size_t len, size_t *got)
+static int read_exact(struct ctl_conn *c, uint8_t *buf, size_t len, size_t *got)
 {
 	*got = 0;
 	while (*got < len) {
@@ -149,7 +149,7 @@ static int read_exact(struct conn *c, uint8_t *buf, size_t len, size_t *got)
 	return 0;
 }
 
-int conn_recv(struct conn *c, struct proto_header *ret_hdr, uint8_t *payload, size_t cap)
+int ctl_conn_recv(struct ctl_conn *c, struct proto_header *ret_hdr, uint8_t *payload, size_t cap)
 {
 	uint8_t head[PROTO_HEADER_SIZE];
 	struct proto_header h;
@@ -173,7 +173,7 @@ int conn_recv(struct conn *c, struct proto_header *ret_hdr, uint8_t *payload, si
 	return 0;
 }
 
-void conn_close(struct conn *c)
+void ctl_conn_close(struct ctl_conn *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
