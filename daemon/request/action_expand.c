@@ -505,7 +505,7 @@ static void relist_one(struct action_expansion *x, struct action_target *t)
 
 int action_expand_step(struct action_expansion *x)
 {
-	uint64_t start = now_us(), until = start + ACTION_STEP_US;
+	uint64_t start_us = now_us(), until_us = start_us + ACTION_STEP_US;
 
 	if (x->scan) {
 		int r = pidns_scan_step(x->scan, ACTION_STEP_US);
@@ -513,7 +513,7 @@ int action_expand_step(struct action_expansion *x)
 		if (r <= 0)
 			return r;
 	}
-	while (now_us() < until) {
+	while (now_us() < until_us) {
 		if (x->depth > 0) {
 			struct frame *f = &x->stack[x->depth - 1];
 

@@ -45,8 +45,8 @@ struct noticed {
  */
 bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms);
 
-/* The entry due first among those not asked yet, if it is due by now_ms; else NULL. */
-struct noticed_entry *noticed_due(struct noticed *t, uint64_t now_ms);
+/* The entry due first among those not asked yet, if it is due by t_ms; else NULL. */
+struct noticed_entry *noticed_due(struct noticed *t, uint64_t t_ms);
 
 /* When the first entry not asked yet is due; UINT64_MAX when none. */
 uint64_t noticed_next_ms(const struct noticed *t);

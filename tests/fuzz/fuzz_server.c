@@ -314,7 +314,7 @@ void action_cancel(struct action_job *j, int err, const char *why)
 
 /* One whole message from the daemon: it must be well-formed and in order. */
 /* watch.c stubs: no policy here (conn.c answers POLICY, RELOAD and SWEPT from them). */
-uint32_t watch_last_sweep(const struct watch *w)
+uint32_t watch_last_sweep_s(const struct watch *w)
 {
 	(void)w;
 	return 0;
@@ -512,10 +512,10 @@ static void harness_close(struct harness *h)
 	free(h->exp.pids);
 }
 
-/* Runs the timers as the loop's sweep would, `later` ms from now. */
-static void run_timers(struct harness *h, uint64_t later)
+/* Runs the timers as the loop's sweep would, `later_ms` from now. */
+static void run_timers(struct harness *h, uint64_t later_ms)
 {
-	conn_sweep(&h->s, now_ms() + later);
+	conn_sweep(&h->s, now_ms() + later_ms);
 	conn_bury(&h->s);
 	pump(h);
 }
