@@ -409,7 +409,7 @@ int output_result(struct output *o, const struct proto_result *res)
 	return 0;
 }
 
-static void print_prometheus(FILE *f, const struct output_counts *c, time_t now)
+static void print_prometheus(FILE *f, const struct output_counts *c, time_t t_s)
 {
 	static const unsigned states[] = { PROTO_PROC_GUARDED, PROTO_PROC_PARTIAL,
 					   PROTO_PROC_UNGUARDED, PROTO_PROC_FOREIGN, PROTO_PROC_NONE };
@@ -448,7 +448,7 @@ static void print_prometheus(FILE *f, const struct output_counts *c, time_t now)
 	fprintf(f, "# HELP btguard_report_timestamp_seconds When btguardctl made this report "
 		"from the daemon's answer.\n"
 		"# TYPE btguard_report_timestamp_seconds gauge\n"
-		"btguard_report_timestamp_seconds %lld\n", (long long)now);
+		"btguard_report_timestamp_seconds %lld\n", (long long)t_s);
 }
 
 static void print_threshold(FILE *f, uint32_t t)
