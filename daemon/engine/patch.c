@@ -180,7 +180,7 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 	 * "exited": another start time, or - recycled within the 10 ms tick
 	 * start times count - the same one while our pidfd says ours is gone.
 	 */
-	bool other = r == 0 && ((pin->starttime && st.starttime != pin->starttime) ||
+	bool other = r == 0 && ((pin->start_ticks && st.start_ticks != pin->start_ticks) ||
 				(exited && pin->pidfd >= 0 && st.state != 'Z' && st.state != 'X'));
 
 	if (other) {

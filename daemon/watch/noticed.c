@@ -71,14 +71,14 @@ uint64_t noticed_next_ms(const struct noticed *t)
 	return next_ms;
 }
 
-bool noticed_take(struct noticed *t, pid_t pid, uint64_t start, uint64_t objects)
+bool noticed_take(struct noticed *t, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
 	struct noticed_entry *e = find(t, pid);
 	bool same;
 
 	if (!e || !e->asked)
 		return false;   /* not noticed, or still waiting for its look: the sweep asks */
-	same = e->start == start && e->objects == objects;
+	same = e->start_ticks == start_ticks && e->objects == objects;
 	noticed_drop(t, e);
 	return same;
 }

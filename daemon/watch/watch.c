@@ -503,14 +503,14 @@ static const struct proc *find_proc(const struct proc *v, size_t n, pid_t pid)
 	return NULL;
 }
 
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects)
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
 	/* Both tables are in PID order: the sweep walks /proc's sorted list. */
 	const struct proc *p = w->sweeping ? find_proc(w->fresh, w->nfresh, pid) : NULL;
 
 	if (!p)
 		p = find_proc(w->table, w->ntable, pid);
-	return p && p->start == start && p->objects == objects;
+	return p && p->start_ticks == start_ticks && p->objects == objects;
 }
 
 /* The last sweep's entry for pid, if any (the merge walks both lists in order). */
@@ -583,7 +583,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		if (read_statm(w, old, &now.vsize) == 0) {
 			now.statm = old->statm;
 			old->statm = -1;   /* the new table owns it now */
-			now.start = old->start;
+			now.start_ticks = old->start_ticks;
 			now.ignored = old->ignored;
 		} else {
 			old = NULL;        /* gone: whatever has this PID now is new */
@@ -603,9 +603,9 @@ static void sweep_one(struct watch *w, pid_t pid)
 		}
 		if (now.statm >= 0 && read_statm(w, &now, &now.vsize) < 0)
 			close_statm(w, &now.statm);
-		if (old && old->start != st.starttime)
+		if (old && old->start_ticks != st.start_ticks)
 			old = NULL;
-		now.start = st.starttime;
+		now.start_ticks = st.start_ticks;
 		now.vsize = st.vsize;
 		now.ignored = (st.flags & PROCFS_PF_KTHREAD) != 0;
 	}
@@ -642,7 +642,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		return;   /* the heap grew; nothing was loaded */
 	}
 	/* Asked about at its exec, and nothing loaded since: no news. */
-	if (!again && noticed_take(w->noticed, pid, now.start, now.objects)) {
+	if (!again && noticed_take(w->noticed, pid, now.start_ticks, now.objects)) {
 		facts_free(w->facts);
 		keep(w, &now);
 		return;

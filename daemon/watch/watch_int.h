@@ -28,7 +28,7 @@ struct proc {
 	pid_t pid;
 	int statm;                /* /proc/PID/statm kept open, or -1 */
 	bool ignored;             /* a kernel thread: never asked about */
-	uint64_t start, vsize;
+	uint64_t start_ticks, vsize;
 	uint64_t objects;         /* hash of the mapped objects the policy was asked about, 0: not yet */
 };
 
@@ -107,7 +107,7 @@ void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
  * (pid with this start time and objects hash, in the sweep under way or
  * the last one): a look at its exec would ask twice (watch.c).
  */
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects);
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects);
 
 /* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
 void watch_events_sync(struct watch *w);

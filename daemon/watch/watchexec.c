@@ -56,9 +56,9 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t t_ms)
 	}
 	e->asked = true;
 	e->asked_ms = t_ms;
-	e->start = st.starttime;
+	e->start_ticks = st.start_ticks;
 	e->objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
-	if (watch_sweep_asked(w, pid, e->start, e->objects)) {
+	if (watch_sweep_asked(w, pid, e->start_ticks, e->objects)) {
 		facts_free(w->facts);
 		return;   /* the sweep came between its exec and this look */
 	}
