@@ -31,12 +31,12 @@ uint64_t ctl_conn_now_ns(void)
 /* Milliseconds left until the deadline, rounded up; 0 when it has passed. */
 static int remaining_ms(uint64_t deadline_ns)
 {
-	uint64_t now = ctl_conn_now_ns(), left;
+	uint64_t t_ns = ctl_conn_now_ns(), left_ms;
 
-	if (now >= deadline_ns)
+	if (t_ns >= deadline_ns)
 		return 0;
-	left = (deadline_ns - now + 999999u) / 1000000u;
-	return left > 0x7fffffff ? 0x7fffffff : (int)left;
+	left_ms = (deadline_ns - t_ns + 999999u) / 1000000u;
+	return left_ms > 0x7fffffff ? 0x7fffffff : (int)left_ms;
 }
 
 static int wait_for(int fd, short events, uint64_t deadline_ns)

@@ -84,7 +84,7 @@ static int report(struct options *o)
 		status = outfile_open(o);
 		if (status)
 			return status;
-		o->out.now = time(NULL);
+		o->out.made_s = time(NULL);
 		return outfile_close(o, rule_metrics(o, exchange_run(o)));
 	}
 	return rule_metrics(o, exchange_run(o));

@@ -409,7 +409,7 @@ int output_result(struct output *o, const struct proto_result *res)
 	return 0;
 }
 
-static void print_prometheus(FILE *f, const struct output_counts *c, time_t now)
+static void print_prometheus(FILE *f, const struct output_counts *c, time_t t_s)
 {
 	static const unsigned states[] = { PROTO_PROC_GUARDED, PROTO_PROC_PARTIAL,
 					   PROTO_PROC_UNGUARDED, PROTO_PROC_FOREIGN, PROTO_PROC_NONE };
@@ -448,7 +448,7 @@ static void print_prometheus(FILE *f, const struct output_counts *c, time_t now)
 	fprintf(f, "# HELP btguard_report_timestamp_seconds When btguardctl made this report "
 		"from the daemon's answer.\n"
 		"# TYPE btguard_report_timestamp_seconds gauge\n"
-		"btguard_report_timestamp_seconds %lld\n", (long long)now);
+		"btguard_report_timestamp_seconds %lld\n", (long long)t_s);
 }
 
 static void print_threshold(FILE *f, uint32_t t)
@@ -544,7 +544,7 @@ int output_end(struct output *o)
 	const struct output_counts *c = &o->counts;
 
 	if (o->format == OUTPUT_PROMETHEUS)
-		print_prometheus(o->out, c, o->now ? o->now : time(NULL));
+		print_prometheus(o->out, c, o->made_s ? o->made_s : time(NULL));
 	else if (o->format == OUTPUT_NAGIOS)
 		o->nagios = print_nagios(o->out, o);
 	else if (o->format != OUTPUT_JSON && o->selecting)

@@ -61,7 +61,7 @@ struct output {
 	 * output_end reached. */
 	uint32_t warning, critical;
 	enum output_nagios_state nagios;
-	time_t now;              /* when the report was made, for the Prometheus timestamp */
+	time_t made_s;           /* when the report was made (CLOCK_REALTIME), for the Prometheus timestamp */
 };
 
 /*

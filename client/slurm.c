@@ -258,12 +258,12 @@ static uint64_t now_ns(void)
 /* Milliseconds left until deadline_ns for poll(), at least 0. */
 static int ms_left(uint64_t deadline_ns)
 {
-	uint64_t now = now_ns();
+	uint64_t t_ns = now_ns();
 
-	if (now >= deadline_ns)
+	if (t_ns >= deadline_ns)
 		return 0;
-	return (deadline_ns - now) / 1000000u > INT32_MAX ? INT32_MAX :
-	       (int)((deadline_ns - now + 999999u) / 1000000u);
+	return (deadline_ns - t_ns) / 1000000u > INT32_MAX ? INT32_MAX :
+	       (int)((deadline_ns - t_ns + 999999u) / 1000000u);
 }
 
 /*

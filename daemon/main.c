@@ -36,7 +36,7 @@
 #define DEFAULT_SOCKET PROTO_DEFAULT_SOCKET
 #define LISTEN_BACKLOG 128
 /* Keeps idle_exit_s * 1000 inside an int, the unit of epoll timeouts. */
-#define IDLE_EXIT_MAX  2000000u
+#define IDLE_EXIT_MAX_S  2000000u
 
 enum {
 	EXIT_ORDERLY = 0,
@@ -190,7 +190,7 @@ static unsigned parse_seconds(const char *arg)
 	if (arg[0] < '0' || arg[0] > '9')
 		usage_error("--idle-exit wants a whole number of seconds, not '%s'", arg);
 	v = strtoul(arg, &end, 10);
-	if (errno || *end || v > IDLE_EXIT_MAX)
+	if (errno || *end || v > IDLE_EXIT_MAX_S)
 		usage_error("--idle-exit: '%s' is not a number of seconds from 0 to 2000000", arg);
 	return (unsigned)v;
 }

@@ -456,15 +456,15 @@ void exec_end(struct exec_job *j)
  * clock ticks since boot (/proc/PID/stat, which counts CLOCK_BOOTTIME).
  * 0 when unknown: then the follow is bounded from now.
  */
-static uint64_t process_age_ms(uint64_t starttime)
+static uint64_t process_age_ms(uint64_t start_ticks)
 {
 	long hz = sysconf(_SC_CLK_TCK);
 	struct timespec now;
 	uint64_t start_ms, now_boot_ms;
 
-	if (!starttime || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) < 0)
+	if (!start_ticks || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) < 0)
 		return 0;
-	start_ms = starttime * 1000u / (uint64_t)hz;
+	start_ms = start_ticks * 1000u / (uint64_t)hz;
 	now_boot_ms = timespec_to_ms(&now);
 	return now_boot_ms > start_ms ? now_boot_ms - start_ms : 0;
 }
@@ -499,7 +499,7 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 		r = -EINVAL;
 		goto out_answer;
 	}
-	age_ms = process_age_ms(pin->starttime);
+	age_ms = process_age_ms(pin->start_ticks);
 	hold_ms = follows_hold_ms(age_ms, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
 	if (hold_ms == 0) {
 		snprintf(res->message, sizeof(res->message),

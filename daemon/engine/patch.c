@@ -180,7 +180,7 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 	 * "exited": another start time, or - recycled within the 10 ms tick
 	 * start times count - the same one while our pidfd says ours is gone.
 	 */
-	bool other = r == 0 && ((pin->starttime && st.starttime != pin->starttime) ||
+	bool other = r == 0 && ((pin->start_ticks && st.start_ticks != pin->start_ticks) ||
 				(exited && pin->pidfd >= 0 && st.state != 'Z' && st.state != 'X'));
 
 	if (other) {
@@ -701,7 +701,7 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	struct attempt *a = &j->a;
 	struct proto_result *res = j->res;
 	struct timespec left;
-	uint64_t now, until;
+	uint64_t t_ms, until_ms;
 	size_t todo;
 	int r;
 
@@ -759,9 +759,9 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	if (!is_retryable(r) || !timespec_left(a->deadline, &left))
 		return finish(j, r == -BTG_ERR_STOP ? -BTG_ERR_BUSY : r);
 	/* Back off, but never past the deadline: the last attempt comes at it. */
-	now = now_ms();
-	until = timespec_to_ms(a->deadline);
-	*ret_wake_ms = now + j->backoff_ms < until ? now + j->backoff_ms : until;
+	t_ms = now_ms();
+	until_ms = timespec_to_ms(a->deadline);
+	*ret_wake_ms = t_ms + j->backoff_ms < until_ms ? t_ms + j->backoff_ms : until_ms;
 	j->backoff_ms = j->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : j->backoff_ms * 2;
 	return PATCH_AGAIN;
 }

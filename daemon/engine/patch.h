@@ -16,12 +16,12 @@
 
 /*
  * What pins the target: a pidfd and its start time, taken when the request
- * arrived.  starttime 0: not read (a selector's status, which the live
+ * arrived.  start_ticks 0: not read (a selector's status, which the live
  * pidfd pins alone).
  */
 struct patch_pin {
 	int      pidfd;
-	uint64_t starttime;
+	uint64_t start_ticks;
 };
 
 /* The work on one target between two attempts: everything read once, nothing stopped. */

@@ -95,7 +95,7 @@ static int read_target(pid_t pid, bool need_start, struct auth_target *ret)
 		if (r < 0)
 			return noproc_or(r);
 		t.is_kthread = (pst.flags & PROCFS_PF_KTHREAD) != 0;
-		t.starttime = pst.starttime;
+		t.start_ticks = pst.start_ticks;
 	} else {
 		t.is_kthread = t.status.kthread == 1;
 	}

@@ -35,7 +35,7 @@ struct auth_target {
 	bool  is_daemon;              /* the daemon's own process */
 	bool  is_kthread;
 	bool  dumpable;
-	uint64_t starttime;           /* from stat, read after status; 0 when not read */
+	uint64_t start_ticks;         /* from stat, read after status; 0 when not read */
 	struct procfs_status status;
 };
 
@@ -56,7 +56,7 @@ int auth_read_target(pid_t pid, struct auth_target *ret);
 /*
  * The same for a process a live pidfd pins, whose start time nothing
  * needs: the pidfd is the pin.  Where status says whether it is a kernel
- * thread ("Kthread:", newer kernels) stat is not read and starttime is 0.
+ * thread ("Kthread:", newer kernels) stat is not read and start_ticks is 0.
  * Half the reads of a node-wide selection.
  */
 int auth_read_pinned_target(pid_t pid, struct auth_target *ret);

@@ -146,7 +146,7 @@ static int scan_one(struct pidns_scan *s, pid_t n)
 
 int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us)
 {
-	uint64_t until = now_us() + budget_us;
+	uint64_t until_us = now_us() + budget_us;
 	struct dirent *e;
 
 	if (!s->dir)
@@ -161,7 +161,7 @@ int pidns_scan_step(struct pidns_scan *s, uint64_t budget_us)
 		r = scan_one(s, (pid_t)n);
 		if (r < 0)
 			return r;
-		if (now_us() >= until)
+		if (now_us() >= until_us)
 			return 0;
 	}
 	closedir(s->dir);

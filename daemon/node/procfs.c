@@ -407,7 +407,7 @@ int procfs_parse_stat_buf(const char *buf, size_t len, struct procfs_stat *ret)
 		if (stat_skip(&c) < 0)
 			return -EBADMSG;
 	/* Field 22: starttime. */
-	if (stat_number(&c, &st.starttime) < 0)
+	if (stat_number(&c, &st.start_ticks) < 0)
 		return -EBADMSG;
 	/* Field 23: vsize.  Every kernel writes it, but it is only the sweep's
 	 * hint that mappings changed (watch.c): a text without it reads 0. */

@@ -67,7 +67,7 @@ struct procfs_stat {
 	char     state;
 	pid_t    ppid;
 	unsigned flags;              /* task flags (field 9): PF_KTHREAD = 0x00200000 */
-	uint64_t starttime;          /* field 22, clock ticks after boot */
+	uint64_t start_ticks;        /* field 22, clock ticks after boot */
 	uint64_t vsize;              /* field 23, bytes mapped: changes when the mappings do */
 	char     comm[17];
 };

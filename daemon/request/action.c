@@ -91,7 +91,7 @@ static bool pin_holds(const struct action_target *t, const struct procfs_stat *s
 {
 	if (t->pidfd >= 0)
 		return pin_state(t->pidfd) == PIN_ALIVE;
-	return st && st->starttime == t->start;
+	return st && st->start_ticks == t->start_ticks;
 }
 
 /* pin_holds() with whatever the pin is: a pidfd, or the start time. */
@@ -205,7 +205,7 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	if (takes_arrival_facts(caller, action, t)) {
 		/* Nothing to read again: the pidfd pins what arrival read. */
 		pin->pidfd = t->pidfd;
-		pin->starttime = t->start;
+		pin->start_ticks = t->start_ticks;
 		*ret_uid = t->uid;
 		return 0;
 	}
@@ -218,7 +218,7 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 		return -BTG_ERR_ZOMBIE;
 	}
 	/* Read by action_authorize(), after which the pin held (a pidfd) or is compared now. */
-	st.starttime = target.starttime;
+	st.start_ticks = target.start_ticks;
 	if (!pin_holds(t, &st)) {
 		if (t->pidfd >= 0)
 			return explain_exited(t, why, why_len);
@@ -229,7 +229,7 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	/* patch.c re-checks this pair before every step: the start time read
 	 * while the pidfd showed the process alive is exactly its own. */
 	pin->pidfd = t->pidfd;
-	pin->starttime = st.starttime;
+	pin->start_ticks = st.start_ticks;
 	*ret_uid = target.status.uid[0];
 	return 0;
 }
@@ -241,7 +241,7 @@ struct action_job {
 	struct patch_job *patch;
 	struct exec_job *exec;     /* at-exec: the process being followed instead */
 	bool prepared;             /* authorized and pinned: the report may describe it */
-	uint64_t starttime;        /* the pinned process's, for a --tree relist */
+	uint64_t start_ticks;      /* the pinned process's, for a --tree relist */
 	/*
 	 * What prepare() and the start read, for the report at the end: the
 	 * real uid, the executable and the mapped objects (through via).
@@ -262,7 +262,7 @@ static int action_end(struct action_job *j, int r)
 
 	if (j->prepared) {
 		/* patch_end() below must not have run yet: the sites are in res. */
-		t->start = j->starttime;   /* for a --tree relist (action_expand_relist) */
+		t->start_ticks = j->start_ticks;   /* for a --tree relist (action_expand_relist) */
 		/* Authorized: the report may say what the process is.  If it has
 		 * gone meanwhile, the pin says so and nothing is reported. */
 		via = j->via;
@@ -374,7 +374,7 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 		    sizeof(res->message));
 	if (r == 0) {
 		j->prepared = true;
-		j->starttime = pin.starttime;
+		j->start_ticks = pin.start_ticks;
 	}
 	if (r == 0 && action == PROTO_ACTION_AT_EXEC)
 		r = exec_begin(caller, want->ours, &pin, deadline_ms, res, &j->exec);

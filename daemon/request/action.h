@@ -32,7 +32,7 @@ struct action_target {
 	pid_t    ours;       /* in the daemon's PID namespace; 0 when none */
 	int      pidfd;      /* the pin, -1 when none */
 	int      err;        /* 0, or the answer decided at arrival */
-	uint64_t start;      /* start time: the pin without pidfds, and after the target's turn */
+	uint64_t start_ticks; /* start time: the pin without pidfds, and after the target's turn */
 	bool     thread;     /* err: the PID is a thread, not a process */
 	bool     hidden;     /* the caller's /proc hides what it may not act on */
 	/*

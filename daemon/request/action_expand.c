@@ -72,7 +72,7 @@ static void authorized(struct action_target *t, const struct auth_target *facts)
 	t->authorized = true;
 	t->uid = facts->status.uid[0];
 	if (t->pidfd >= 0)
-		t->start = facts->starttime;   /* 0 when a selector did not read it */
+		t->start_ticks = facts->start_ticks;   /* 0 when a selector did not read it */
 }
 
 /* ------------------------------------------------------ at arrival -- */
@@ -166,7 +166,7 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 			t->err = -BTG_ERR_NOPROC;
 			return;
 		}
-		t->start = st.starttime;
+		t->start_ticks = st.start_ticks;
 	} else if (r < 0) {
 		t->err = r;
 		return;
@@ -370,7 +370,7 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	t->pidfd = pidfd;
 	t->selected = true;
 	if (pidfd < 0)
-		t->start = facts.starttime;   /* no pidfds: the start time is the whole pin */
+		t->start_ticks = facts.start_ticks;   /* no pidfds: the start time is the whole pin */
 	if (judge(&x->caller, t, &facts) < 0) {
 		pin_close(&t->pidfd);
 		x->n--;
@@ -498,14 +498,14 @@ static void relist_one(struct action_expansion *x, struct action_target *t)
 	if (t->err || t->ours <= 0 || t->pidfd >= 0)
 		return;
 	/* action_end() recorded its start time: the PID must still name it. */
-	if (procfs_read_stat(t->ours, &st) < 0 || st.starttime != t->start)
+	if (procfs_read_stat(t->ours, &st) < 0 || st.start_ticks != t->start_ticks)
 		return;
 	descend(x, t);
 }
 
 int action_expand_step(struct action_expansion *x)
 {
-	uint64_t start = now_us(), until = start + ACTION_STEP_US;
+	uint64_t start_us = now_us(), until_us = start_us + ACTION_STEP_US;
 
 	if (x->scan) {
 		int r = pidns_scan_step(x->scan, ACTION_STEP_US);
@@ -513,7 +513,7 @@ int action_expand_step(struct action_expansion *x)
 		if (r <= 0)
 			return r;
 	}
-	while (now_us() < until) {
+	while (now_us() < until_us) {
 		if (x->depth > 0) {
 			struct frame *f = &x->stack[x->depth - 1];
 

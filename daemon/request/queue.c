@@ -9,7 +9,7 @@
  * whatever happened to an entry, calling place() again puts it right.
  * Lists are short (one entry per connection, at most 1,024), so the
  * parked and blocked ones are scanned rather than sorted; the parked ones
- * only when one may be due (parked_due), since a node's worth of follows
+ * only when one may be due (parked_due_ms), since a node's worth of follows
  * waiting for their execs (exec.c) sit there between steps of a few ms,
  * and a scan per turn would cost the loop their square.
  */
@@ -118,8 +118,8 @@ static void place(struct queue *q, struct queue_entry *e)
 	if (e->job && e->wake_ms > now_ms()) {
 		TAILQ_INSERT_TAIL(&q->parked, e, in_place);
 		q->nparked++;
-		if (e->wake_ms < q->parked_due)
-			q->parked_due = e->wake_ms;
+		if (e->wake_ms < q->parked_due_ms)
+			q->parked_due_ms = e->wake_ms;
 		e->where = QUEUE_PARKED;
 		return;
 	}
@@ -155,22 +155,22 @@ static struct queue_entry *pop_ready(struct queue *q)
 	return e;
 }
 
-/* The parked entries due by now go to their lines; parked_due becomes exact. */
-static void wake_due(struct queue *q, uint64_t now)
+/* The parked entries due by now go to their lines; parked_due_ms becomes exact. */
+static void wake_due(struct queue *q, uint64_t t_ms)
 {
 	struct queue_entry *e, *next;
-	uint64_t due = UINT64_MAX;
+	uint64_t due_ms = UINT64_MAX;
 
-	if (now < q->parked_due)
+	if (t_ms < q->parked_due_ms)
 		return;
 	for (e = TAILQ_FIRST(&q->parked); e; e = next) {
 		next = TAILQ_NEXT(e, in_place);
-		if (e->wake_ms <= now)
+		if (e->wake_ms <= t_ms)
 			place(q, e);
-		else if (e->wake_ms < due)
-			due = e->wake_ms;
+		else if (e->wake_ms < due_ms)
+			due_ms = e->wake_ms;
 	}
-	q->parked_due = due;
+	q->parked_due_ms = due_ms;
 }
 
 /* pid is free again: whoever waited for it may go (each takes its turn). */
@@ -419,7 +419,7 @@ void queue_init(struct queue *q, const struct queue_ops *ops)
 {
 	memset(q, 0, sizeof(*q));
 	q->ops = ops;
-	q->parked_due = UINT64_MAX;
+	q->parked_due_ms = UINT64_MAX;
 	TAILQ_INIT(&q->round);
 	TAILQ_INIT(&q->spare.ready);
 	TAILQ_INIT(&q->parked);
@@ -550,12 +550,12 @@ size_t queue_shutdown(struct queue *q, struct queue_entry *e)
  * answered) may still set it, and the loop then wakes once for nothing,
  * when wake_due() makes it exact again.
  */
-uint64_t queue_next_wake(const struct queue *q)
+uint64_t queue_next_wake_ms(const struct queue *q)
 {
-	return q->nparked ? q->parked_due : UINT64_MAX;
+	return q->nparked ? q->parked_due_ms : UINT64_MAX;
 }
 
 bool queue_ready(const struct queue *q)
 {
-	return !TAILQ_EMPTY(&q->round) || (q->nparked && q->parked_due <= now_ms());
+	return !TAILQ_EMPTY(&q->round) || (q->nparked && q->parked_due_ms <= now_ms());
 }

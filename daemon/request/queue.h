@@ -99,7 +99,7 @@ struct queue {
 	struct queue_list parked, blocked;
 	struct queue_list active;   /* entries with a target in progress */
 	size_t nactive, nparked;
-	uint64_t parked_due;        /* no parked entry is due before (a lower bound) */
+	uint64_t parked_due_ms;     /* no parked entry is due before (a lower bound) */
 	bool warned_nomem;
 };
 
@@ -147,6 +147,6 @@ void queue_turn(struct queue *q);
 bool queue_ready(const struct queue *q);
 
 /* When the earliest parked target is due (CLOCK_MONOTONIC ms), UINT64_MAX if none. */
-uint64_t queue_next_wake(const struct queue *q);
+uint64_t queue_next_wake_ms(const struct queue *q);
 
 #endif

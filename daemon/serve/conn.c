@@ -96,7 +96,7 @@ static void conn_close(struct conn_set *s, struct conn *c)
 	/* Events of this very turn may still point at c: free it at the end. */
 	TAILQ_INSERT_HEAD(&s->graveyard, c, in_set);
 	if (--s->nconns == 0)
-		s->idle_since = now_ms();
+		s->idle_since_ms = now_ms();
 }
 
 static void conn_free(struct conn *c)
@@ -171,7 +171,7 @@ int conn_accept(struct conn_set *s, int fd)
 	c->caller.uid = cred.uid;
 	c->caller.gid = cred.gid;
 	c->events = ev.events;
-	c->last_activity = now_ms();
+	c->last_activity_ms = now_ms();
 	ev.data.ptr = c;
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		log_msg(LOG_WARNING, "cannot watch a client: %s", strerror(errno));
@@ -193,7 +193,7 @@ int conn_set_init(struct conn_set *s, int epfd, struct queue *q)
 	s->queue = q;
 	TAILQ_INIT(&s->open);
 	TAILQ_INIT(&s->graveyard);
-	s->idle_since = now_ms();
+	s->idle_since_ms = now_ms();
 	s->req = malloc(sizeof(*s->req));
 	s->msg = malloc(MSG_BUF_SIZE);
 	return s->req && s->msg ? 0 : -ENOMEM;
@@ -281,7 +281,7 @@ static void conn_flush(struct conn_set *s, struct conn *c)
 			return;
 		}
 		c->out_off += (size_t)n;
-		c->out_progress = c->last_activity = now_ms();
+		c->out_progress_ms = c->last_activity_ms = now_ms();
 	}
 	if (!out_pending(c)) {
 		c->out_off = c->out_len = 0;
@@ -310,7 +310,7 @@ static int conn_queue(struct conn *c, const uint8_t *data, size_t n)
 		return -ENOBUFS;
 	if (pending == 0) {
 		c->out_off = c->out_len = 0;
-		c->out_progress = now_ms();
+		c->out_progress_ms = now_ms();
 	} else if (c->out_off > 0 && c->out_len + n > c->out_cap) {
 		memmove(c->out, c->out + c->out_off, pending);
 		c->out_off = 0;
@@ -388,7 +388,7 @@ static void conn_request_failed(struct queue_entry *w, int r)
 	if (!stop)
 		log_msg(LOG_ERR, "cannot list the targets of a request: %s",
 			r <= -BTG_ERR_BASE ? proto_error_text((uint32_t)-r) : strerror(-r));
-	c->last_activity = now_ms();
+	c->last_activity_ms = now_ms();
 	conn_send_encoded(s, c,
 			  proto_encode_error(proto_error_from_negative(r),
 					     stop ? SHUTDOWN_TEXT : "the daemon could not list the request's targets",
@@ -412,7 +412,7 @@ static void conn_done(struct queue_entry *w, uint32_t count)
 	struct conn *c = conn_of(w);
 	struct conn_set *s = c->set;
 
-	c->last_activity = now_ms();
+	c->last_activity_ms = now_ms();
 	s->requests_served++;
 	conn_send_encoded(s, c, proto_encode_done(count, s->msg, MSG_BUF_SIZE), "DONE");
 	if (c->fd >= 0)
@@ -456,7 +456,7 @@ static void take_daemon_request(struct conn_set *s, struct conn *c, unsigned act
 	uint32_t n = 0;
 	int r;
 
-	c->last_activity = now_ms();
+	c->last_activity_ms = now_ms();
 	if (c->caller.uid != 0) {
 		log_msg(LOG_NOTICE, "%s by uid=%u pid=%d refused: root only", proto_action_name(action),
 			(unsigned)c->caller.uid, (int)c->caller.pid);
@@ -466,7 +466,7 @@ static void take_daemon_request(struct conn_set *s, struct conn *c, unsigned act
 		goto out;
 	}
 	if (action == PROTO_ACTION_SWEPT) {
-		conn_send_encoded(s, c, proto_encode_done(watch_last_sweep(s->watch), s->msg,
+		conn_send_encoded(s, c, proto_encode_done(watch_last_sweep_s(s->watch), s->msg,
 							  MSG_BUF_SIZE), "DONE");
 		goto out;
 	}
@@ -594,9 +594,9 @@ static void conn_read(struct conn_set *s, struct conn *c)
 			conn_eof(s, c);
 			return;
 		}
-		c->last_activity = now_ms();
+		c->last_activity_ms = now_ms();
 		if (!input_partial(c))
-			c->msg_start = c->last_activity;
+			c->msg_start_ms = c->last_activity_ms;
 		if (!c->have_header) {
 			c->hdr_len += (size_t)n;
 			if (c->hdr_len < PROTO_HEADER_SIZE)
@@ -675,28 +675,28 @@ size_t conn_stop_all(struct conn_set *s)
 
 /* ------------------------------------------------------------ timers -- */
 
-static void conn_check_timers(struct conn_set *s, struct conn *c, uint64_t now)
+static void conn_check_timers(struct conn_set *s, struct conn *c, uint64_t t_ms)
 {
-	unsigned idle_limit = s->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
+	unsigned idle_limit_ms = s->crowded ? IDLE_CROWDED_MS : IDLE_TIMEOUT_MS;
 
-	if (out_pending(c) && now - c->out_progress >= WRITE_STALL_MS)
+	if (out_pending(c) && t_ms - c->out_progress_ms >= WRITE_STALL_MS)
 		conn_drop(s, c, "read nothing for %u s while replies were waiting",
 			  WRITE_STALL_MS / 1000);
-	else if (input_partial(c) && !c->closing && now - c->msg_start >= MESSAGE_TIMEOUT_MS)
+	else if (input_partial(c) && !c->closing && t_ms - c->msg_start_ms >= MESSAGE_TIMEOUT_MS)
 		conn_reject(s, c, BTG_ERR_LIMIT,
 			    "message not completed within %u s (%zu of %zu bytes received)",
 			    MESSAGE_TIMEOUT_MS / 1000,
 			    c->hdr_len + c->pay_len,
 			    PROTO_HEADER_SIZE + (c->have_header ? (size_t)c->hdr.length : 0));
 	else if (!c->work.busy && !c->closing && !input_partial(c) && !out_pending(c) &&
-		 now - c->last_activity >= idle_limit) {
+		 t_ms - c->last_activity_ms >= idle_limit_ms) {
 		log_msg(LOG_DEBUG, "client pid=%d: idle for %u s%s; closing", (int)c->caller.pid,
-			idle_limit / 1000, idle_limit < IDLE_TIMEOUT_MS ? " while crowded" : "");
+			idle_limit_ms / 1000, idle_limit_ms < IDLE_TIMEOUT_MS ? " while crowded" : "");
 		conn_close(s, c);
 	}
 }
 
-void conn_sweep(struct conn_set *s, uint64_t now)
+void conn_sweep(struct conn_set *s, uint64_t t_ms)
 {
 	struct conn *c, *next;
 
@@ -708,6 +708,6 @@ void conn_sweep(struct conn_set *s, uint64_t now)
 	s->crowded = s->nconns >= SERVER_MAX_CONNS - SERVER_ROOT_RESERVE;
 	for (c = TAILQ_FIRST(&s->open); c; c = next) {
 		next = TAILQ_NEXT(c, in_set);
-		conn_check_timers(s, c, now);
+		conn_check_timers(s, c, t_ms);
 	}
 }

@@ -53,14 +53,14 @@ struct conn {
 	struct proto_header hdr;
 	uint8_t *payload;
 	size_t pay_len;
-	uint64_t msg_start;        /* first byte of the message being read */
+	uint64_t msg_start_ms;     /* first byte of the message being read */
 
 	/* Output queue: out[out_off..out_len) still to send. */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
-	uint64_t out_progress;     /* last time the client took bytes (or output began) */
+	uint64_t out_progress_ms;  /* last time the client took bytes (or output began) */
 
-	uint64_t last_activity;
+	uint64_t last_activity_ms;
 	bool closing;              /* send what is queued, then close */
 	bool rdhup;                /* the peer shut down its sending side */
 };
@@ -74,7 +74,7 @@ struct conn_set {
 	TAILQ_HEAD(, conn) graveyard; /* closed this turn, freed at its end */
 	bool stopping;                /* no new requests; replies still go out */
 	bool crowded;                 /* at the last sweep only root could still connect */
-	uint64_t idle_since;          /* when the last connection closed */
+	uint64_t idle_since_ms;       /* when the last connection closed */
 	uint64_t requests_served;
 	/* ~17 KiB: on the heap, shared, as one request is decoded at a time. */
 	struct proto_request *req;
@@ -104,7 +104,7 @@ void conn_bury(struct conn_set *s);
 void conn_event(struct conn_set *s, struct conn *c, uint32_t events);
 
 /* Applies every connection's message, idle and stalled-reader time limits. */
-void conn_sweep(struct conn_set *s, uint64_t now);
+void conn_sweep(struct conn_set *s, uint64_t t_ms);
 
 /*
  * At shutdown: no more requests; every connection's remaining targets are

@@ -57,13 +57,13 @@ struct server {
 	unsigned events_gen;          /* watch_events_fd()'s generation registered with epoll */
 	bool events_armed;            /* its EPOLLONESHOT is armed */
 	bool listening;               /* listen fd registered with epoll */
-	uint64_t accept_resume;       /* 0, or when to accept again after EMFILE */
-	uint64_t accept_warned;
+	uint64_t accept_resume_ms;    /* 0, or when to accept again after EMFILE */
+	uint64_t accept_warned_ms;
 	bool stopping;
 	unsigned stop_signals;        /* SIGTERM/SIGINT seen; a second one ends the flush */
-	uint64_t next_sweep;
+	uint64_t next_sweep_ms;
 	char status[96];              /* last STATUS= sent */
-	uint64_t status_sent;
+	uint64_t status_sent_ms;
 	bool status_pending;
 	size_t orphans;               /* tracees still to be let go (ptrace_reap_orphans) */
 	struct queue queue;           /* queue.c's */
@@ -75,7 +75,7 @@ struct server {
 
 static void pause_accepting(struct server *srv, int err)
 {
-	uint64_t now = now_ms();
+	uint64_t t_ms = now_ms();
 
 	/*
 	 * Out of descriptors (or memory): the pending connection stays in the
@@ -85,11 +85,11 @@ static void pause_accepting(struct server *srv, int err)
 	if (srv->listening)
 		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->cfg->listen_fd, NULL);
 	srv->listening = false;
-	srv->accept_resume = now + ACCEPT_PAUSE_MS;
-	if (!srv->accept_warned || now - srv->accept_warned >= ACCEPT_WARN_MS) {
+	srv->accept_resume_ms = t_ms + ACCEPT_PAUSE_MS;
+	if (!srv->accept_warned_ms || t_ms - srv->accept_warned_ms >= ACCEPT_WARN_MS) {
 		log_msg(LOG_WARNING, "cannot accept clients: %s; pausing accept for %u ms",
 			strerror(err), ACCEPT_PAUSE_MS);
-		srv->accept_warned = now;
+		srv->accept_warned_ms = t_ms;
 	}
 }
 
@@ -97,7 +97,7 @@ static int resume_accepting(struct server *srv)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->listen_tag };
 
-	srv->accept_resume = 0;
+	srv->accept_resume_ms = 0;
 	if (srv->listening || srv->stopping)
 		return 0;
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->cfg->listen_fd, &ev) < 0)
@@ -155,7 +155,7 @@ static void read_signals(struct server *srv)
 	}
 }
 
-static void notify_status(struct server *srv, uint64_t now)
+static void notify_status(struct server *srv, uint64_t t_ms)
 {
 	char text[sizeof(srv->status)];
 
@@ -169,63 +169,63 @@ static void notify_status(struct server *srv, uint64_t now)
 		 cs->nconns, cs->nconns == 1 ? "" : "s", (unsigned long long)cs->requests_served,
 		 cs->requests_served == 1 ? "" : "s");
 	srv->status_pending = strcmp(text, srv->status) != 0;
-	if (!srv->status_pending || now - srv->status_sent < STATUS_INTERVAL_MS)
+	if (!srv->status_pending || t_ms - srv->status_sent_ms < STATUS_INTERVAL_MS)
 		return;
 	sd_notifyf(0, "STATUS=%s", text);
 	memcpy(srv->status, text, sizeof(text));
-	srv->status_sent = now;
+	srv->status_sent_ms = t_ms;
 	srv->status_pending = false;
 }
 
-static uint64_t idle_deadline(const struct server *srv)
+static uint64_t idle_deadline_ms(const struct server *srv)
 {
 	/* A policy with rules is a promise to watch: no idle exit then. */
 	if (!srv->cfg->idle_exit_s || srv->conns.nconns || watch_active(srv->watch))
 		return UINT64_MAX;
-	return srv->conns.idle_since + (uint64_t)srv->cfg->idle_exit_s * 1000u;
+	return srv->conns.idle_since_ms + (uint64_t)srv->cfg->idle_exit_s * 1000u;
 }
 
 /*
  * epoll timeout: 0 while a turn is waiting, else until the next timer:
  * the earliest parked target's next attempt among them.
  */
-static int loop_timeout(const struct server *srv)
+static int loop_timeout_ms(const struct server *srv)
 {
-	uint64_t deadline = idle_deadline(srv), now, wake;
+	uint64_t deadline_ms = idle_deadline_ms(srv), t_ms, wake_ms;
 
 	if (queue_ready(&srv->queue) || srv->stopping)
 		return 0;
-	wake = queue_next_wake(&srv->queue);
-	if (wake < deadline)
-		deadline = wake;
-	wake = watch_next_ms(srv->watch);
-	if (wake < deadline)
-		deadline = wake;
+	wake_ms = queue_next_wake_ms(&srv->queue);
+	if (wake_ms < deadline_ms)
+		deadline_ms = wake_ms;
+	wake_ms = watch_next_ms(srv->watch);
+	if (wake_ms < deadline_ms)
+		deadline_ms = wake_ms;
 	if (!srv->events_armed && srv->events_gen) {
 		unsigned gen;
 
 		if (watch_events_fd(srv->watch, &gen) >= 0 &&
-		    (wake = watch_events_next_ms(srv->watch)) < deadline)
-			deadline = wake;
+		    (wake_ms = watch_events_next_ms(srv->watch)) < deadline_ms)
+			deadline_ms = wake_ms;
 	}
-	if (srv->conns.nconns && srv->next_sweep < deadline)
-		deadline = srv->next_sweep;
-	if (srv->accept_resume && srv->accept_resume < deadline)
-		deadline = srv->accept_resume;
-	if (srv->status_pending && srv->status_sent + STATUS_INTERVAL_MS < deadline)
-		deadline = srv->status_sent + STATUS_INTERVAL_MS;
-	now = now_ms();
+	if (srv->conns.nconns && srv->next_sweep_ms < deadline_ms)
+		deadline_ms = srv->next_sweep_ms;
+	if (srv->accept_resume_ms && srv->accept_resume_ms < deadline_ms)
+		deadline_ms = srv->accept_resume_ms;
+	if (srv->status_pending && srv->status_sent_ms + STATUS_INTERVAL_MS < deadline_ms)
+		deadline_ms = srv->status_sent_ms + STATUS_INTERVAL_MS;
+	t_ms = now_ms();
 	/* The keep-alive is due: systemd kills a daemon that goes quiet. */
-	if (watchdog_due_ms() >= 0 && now + (uint64_t)watchdog_due_ms() < deadline)
-		deadline = now + (uint64_t)watchdog_due_ms();
-	if (deadline == UINT64_MAX && !srv->orphans)
+	if (watchdog_due_ms() >= 0 && t_ms + (uint64_t)watchdog_due_ms() < deadline_ms)
+		deadline_ms = t_ms + (uint64_t)watchdog_due_ms();
+	if (deadline_ms == UINT64_MAX && !srv->orphans)
 		return -1;
 	/* A task that never stopped for us must be let go the moment it does. */
-	if (srv->orphans && deadline > now + ORPHAN_POLL_MS)
-		deadline = now + ORPHAN_POLL_MS;
-	if (deadline <= now)
+	if (srv->orphans && deadline_ms > t_ms + ORPHAN_POLL_MS)
+		deadline_ms = t_ms + ORPHAN_POLL_MS;
+	if (deadline_ms <= t_ms)
 		return 0;
-	return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
+	return deadline_ms - t_ms > INT_MAX ? INT_MAX : (int)(deadline_ms - t_ms);
 }
 
 /*
@@ -236,7 +236,7 @@ static int loop_timeout(const struct server *srv)
  * a thousand times a second wakes the loop a few hundred times, not a
  * thousand; the kernel queues the events meanwhile.
  */
-static void watch_events_sync(struct server *srv, uint64_t now)
+static void watch_events_sync(struct server *srv, uint64_t t_ms)
 {
 	unsigned gen;
 	int fd = watch_events_fd(srv->watch, &gen);
@@ -253,7 +253,7 @@ static void watch_events_sync(struct server *srv, uint64_t now)
 		srv->events_armed = fd >= 0;
 		return;
 	}
-	if (fd < 0 || srv->events_armed || now < watch_events_next_ms(srv->watch))
+	if (fd < 0 || srv->events_armed || t_ms < watch_events_next_ms(srv->watch))
 		return;
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
 		log_msg(LOG_ERR, "cannot watch the proc connector again: %s", strerror(errno));
@@ -290,7 +290,7 @@ static int server_stop(struct server *srv)
 	struct epoll_event evs[MAX_EVENTS];
 	size_t answered;
 	unsigned signals = srv->stop_signals;
-	uint64_t deadline;
+	uint64_t deadline_ms;
 
 	if (srv->cfg->notify)
 		sd_notify(0, "STOPPING=1");
@@ -303,15 +303,15 @@ static int server_stop(struct server *srv)
 		log_msg(LOG_INFO, "answered %zu queued target(s) with \"shutdown\"", answered);
 	conn_bury(&srv->conns);
 
-	deadline = now_ms() + SHUTDOWN_FLUSH_MS;
+	deadline_ms = now_ms() + SHUTDOWN_FLUSH_MS;
 	while (srv->conns.nconns && srv->stop_signals == signals) {
-		uint64_t now = now_ms();
+		uint64_t t_ms = now_ms();
 		int n;
 
-		if (now >= deadline)
+		if (t_ms >= deadline_ms)
 			break;
 		watchdog_kick();
-		n = epoll_wait(srv->epfd, evs, MAX_EVENTS, (int)(deadline - now));
+		n = epoll_wait(srv->epfd, evs, MAX_EVENTS, (int)(deadline_ms - t_ms));
 		if (n < 0 && errno != EINTR)
 			break;
 		for (int i = 0; i < n; i++)
@@ -396,8 +396,8 @@ int server_run(const struct server_config *cfg)
 	watchdog_setup();
 
 	for (;;) {
-		uint64_t now;
-		int n = epoll_wait(srv.epfd, evs, MAX_EVENTS, loop_timeout(&srv));
+		uint64_t t_ms;
+		int n = epoll_wait(srv.epfd, evs, MAX_EVENTS, loop_timeout_ms(&srv));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -429,8 +429,8 @@ int server_run(const struct server_config *cfg)
 		}
 		srv.orphans = ptrace_reap_orphans();
 
-		now = now_ms();
-		if (srv.accept_resume && now >= srv.accept_resume) {
+		t_ms = now_ms();
+		if (srv.accept_resume_ms && t_ms >= srv.accept_resume_ms) {
 			r = resume_accepting(&srv);
 			if (r < 0) {
 				log_msg(LOG_ERR, "cannot watch the listening socket again: %s",
@@ -438,16 +438,16 @@ int server_run(const struct server_config *cfg)
 				break;
 			}
 		}
-		if (srv.conns.nconns && now >= srv.next_sweep) {
-			conn_sweep(&srv.conns, now);
-			srv.next_sweep = now + SWEEP_MS;
+		if (srv.conns.nconns && t_ms >= srv.next_sweep_ms) {
+			conn_sweep(&srv.conns, t_ms);
+			srv.next_sweep_ms = t_ms + SWEEP_MS;
 			conn_bury(&srv.conns);
 		}
 		/* The policy's sweep: a bounded step when one is due. */
-		watch_events_sync(&srv, now);   /* a reload in this turn may have changed it */
-		watch_step(srv.watch, now);
-		notify_status(&srv, now);
-		if (now >= idle_deadline(&srv)) {
+		watch_events_sync(&srv, t_ms);   /* a reload in this turn may have changed it */
+		watch_step(srv.watch, t_ms);
+		notify_status(&srv, t_ms);
+		if (t_ms >= idle_deadline_ms(&srv)) {
 			log_msg(LOG_INFO, "no client for %u s: exiting", cfg->idle_exit_s);
 			if (cfg->notify)
 				sd_notify(0, "STOPPING=1");

@@ -50,12 +50,12 @@ bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms)
 	return true;
 }
 
-struct noticed_entry *noticed_due(struct noticed *t, uint64_t now_ms)
+struct noticed_entry *noticed_due(struct noticed *t, uint64_t t_ms)
 {
 	struct noticed_entry *first = NULL;
 
 	for (size_t i = 0; i < t->n; i++)
-		if (!t->v[i].asked && t->v[i].due_ms <= now_ms &&
+		if (!t->v[i].asked && t->v[i].due_ms <= t_ms &&
 		    (!first || t->v[i].due_ms < first->due_ms))
 			first = &t->v[i];
 	return first;
@@ -63,22 +63,22 @@ struct noticed_entry *noticed_due(struct noticed *t, uint64_t now_ms)
 
 uint64_t noticed_next_ms(const struct noticed *t)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next_ms = UINT64_MAX;
 
 	for (size_t i = 0; i < t->n; i++)
-		if (!t->v[i].asked && t->v[i].due_ms < next)
-			next = t->v[i].due_ms;
-	return next;
+		if (!t->v[i].asked && t->v[i].due_ms < next_ms)
+			next_ms = t->v[i].due_ms;
+	return next_ms;
 }
 
-bool noticed_take(struct noticed *t, pid_t pid, uint64_t start, uint64_t objects)
+bool noticed_take(struct noticed *t, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
 	struct noticed_entry *e = find(t, pid);
 	bool same;
 
 	if (!e || !e->asked)
 		return false;   /* not noticed, or still waiting for its look: the sweep asks */
-	same = e->start == start && e->objects == objects;
+	same = e->start_ticks == start_ticks && e->objects == objects;
 	noticed_drop(t, e);
 	return same;
 }

@@ -27,7 +27,7 @@ struct noticed_entry {
 	uint64_t due_ms;        /* when to look (CLOCK_MONOTONIC ms), if !asked */
 	unsigned looks;         /* how often it was put off */
 	bool asked;             /* the policy was asked about it; then: */
-	uint64_t start;         /* its start time then (procfs_stat.starttime) */
+	uint64_t start_ticks;   /* its start time then (procfs_stat.start_ticks) */
 	uint64_t objects;       /* and the hash of its objects */
 	uint64_t asked_ms;      /* and when */
 };
@@ -45,8 +45,8 @@ struct noticed {
  */
 bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms);
 
-/* The entry due first among those not asked yet, if it is due by now_ms; else NULL. */
-struct noticed_entry *noticed_due(struct noticed *t, uint64_t now_ms);
+/* The entry due first among those not asked yet, if it is due by t_ms; else NULL. */
+struct noticed_entry *noticed_due(struct noticed *t, uint64_t t_ms);
 
 /* When the first entry not asked yet is due; UINT64_MAX when none. */
 uint64_t noticed_next_ms(const struct noticed *t);
@@ -56,7 +56,7 @@ uint64_t noticed_next_ms(const struct noticed *t);
  * hash: true when that is exactly what the policy was asked about at its
  * exec (the entry is consumed either way, once asked).
  */
-bool noticed_take(struct noticed *t, pid_t pid, uint64_t start, uint64_t objects);
+bool noticed_take(struct noticed *t, pid_t pid, uint64_t start_ticks, uint64_t objects);
 
 /*
  * The sweep asks the policy about pid itself now: an entry still waiting

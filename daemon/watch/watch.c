@@ -128,7 +128,7 @@ static void set_policy(struct watch *w, struct policy *p, struct rule_stats *sta
 	for (size_t i = 0; i < w->ntable; i++)
 		w->table[i].objects = 0;
 	noticed_clear(w->noticed);
-	w->next_sweep = 0;
+	w->next_sweep_ms = 0;
 }
 
 int watch_new(struct queue *q, const char *path, bool required, struct policy *p,
@@ -219,9 +219,9 @@ const char *watch_problem(const struct watch *w)
 	return w && w->problem[0] ? w->problem : NULL;
 }
 
-uint32_t watch_last_sweep(const struct watch *w)
+uint32_t watch_last_sweep_s(const struct watch *w)
 {
-	return w ? w->last_sweep_end : 0;
+	return w ? w->last_sweep_end_s : 0;
 }
 
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)
@@ -503,14 +503,14 @@ static const struct proc *find_proc(const struct proc *v, size_t n, pid_t pid)
 	return NULL;
 }
 
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects)
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
 	/* Both tables are in PID order: the sweep walks /proc's sorted list. */
 	const struct proc *p = w->sweeping ? find_proc(w->fresh, w->nfresh, pid) : NULL;
 
 	if (!p)
 		p = find_proc(w->table, w->ntable, pid);
-	return p && p->start == start && p->objects == objects;
+	return p && p->start_ticks == start_ticks && p->objects == objects;
 }
 
 /* The last sweep's entry for pid, if any (the merge walks both lists in order). */
@@ -583,7 +583,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		if (read_statm(w, old, &now.vsize) == 0) {
 			now.statm = old->statm;
 			old->statm = -1;   /* the new table owns it now */
-			now.start = old->start;
+			now.start_ticks = old->start_ticks;
 			now.ignored = old->ignored;
 		} else {
 			old = NULL;        /* gone: whatever has this PID now is new */
@@ -603,9 +603,9 @@ static void sweep_one(struct watch *w, pid_t pid)
 		}
 		if (now.statm >= 0 && read_statm(w, &now, &now.vsize) < 0)
 			close_statm(w, &now.statm);
-		if (old && old->start != st.starttime)
+		if (old && old->start_ticks != st.start_ticks)
 			old = NULL;
-		now.start = st.starttime;
+		now.start_ticks = st.start_ticks;
 		now.vsize = st.vsize;
 		now.ignored = (st.flags & PROCFS_PF_KTHREAD) != 0;
 	}
@@ -642,7 +642,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		return;   /* the heap grew; nothing was loaded */
 	}
 	/* Asked about at its exec, and nothing loaded since: no news. */
-	if (!again && noticed_take(w->noticed, pid, now.start, now.objects)) {
+	if (!again && noticed_take(w->noticed, pid, now.start_ticks, now.objects)) {
 		facts_free(w->facts);
 		keep(w, &now);
 		return;
@@ -659,7 +659,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 	keep(w, &now);
 }
 
-static int sweep_begin(struct watch *w, uint64_t now)
+static int sweep_begin(struct watch *w, uint64_t t_ms)
 {
 	int r = procfs_list_processes(&w->pids, &w->npids);
 
@@ -668,7 +668,7 @@ static int sweep_begin(struct watch *w, uint64_t now)
 		return r;
 	}
 	w->sweeping = true;
-	w->sweep_started = now;
+	w->sweep_started_ms = t_ms;
 	w->next_pid = w->old = w->nfresh = 0;
 	return 0;
 }
@@ -681,7 +681,7 @@ static void sweep_end(struct watch *w)
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		w->ncand[i] = 0;
 	retry_prune(w);
-	noticed_prune(w->noticed, w->sweep_started);
+	noticed_prune(w->noticed, w->sweep_started_ms);
 	close_fds(w, w->table, w->ntable);   /* the processes that are gone */
 	free(w->table);
 	w->table = w->fresh;
@@ -691,41 +691,41 @@ static void sweep_end(struct watch *w)
 	free(w->pids);
 	w->pids = NULL;
 	w->sweeping = false;
-	w->last_sweep_end = (uint32_t)time(NULL);
+	w->last_sweep_end_s = (uint32_t)time(NULL);
 }
 
 uint64_t watch_next_ms(const struct watch *w)
 {
-	uint64_t next;
+	uint64_t next_ms;
 
 	if (!watch_active(w))
 		return UINT64_MAX;
-	next = noticed_next_ms(w->noticed);
+	next_ms = noticed_next_ms(w->noticed);
 	if (w->sweeping)
 		return 0;
-	return next < w->next_sweep ? next : w->next_sweep;
+	return next_ms < w->next_sweep_ms ? next_ms : w->next_sweep_ms;
 }
 
-void watch_step(struct watch *w, uint64_t now)
+void watch_step(struct watch *w, uint64_t t_ms)
 {
-	uint64_t until;
+	uint64_t until_us;
 
 	/* !cand: a reload ran out of memory for them; the next reload may do better. */
 	if (!watch_active(w) || !w->cand)
 		return;
-	watch_look_due(w, now, now_us() + WATCH_STEP_US);
-	if (!w->sweeping && now < w->next_sweep)
+	watch_look_due(w, t_ms, now_us() + WATCH_STEP_US);
+	if (!w->sweeping && t_ms < w->next_sweep_ms)
 		return;
 	if (!w->sweeping) {
 		/* The next one is due an interval after this one started, however long it takes. */
-		w->next_sweep = now + w->policy->interval_ms;
-		if (sweep_begin(w, now) < 0)
+		w->next_sweep_ms = t_ms + w->policy->interval_ms;
+		if (sweep_begin(w, t_ms) < 0)
 			return;
 	}
-	until = now_us() + WATCH_STEP_US;
+	until_us = now_us() + WATCH_STEP_US;
 	while (w->next_pid < w->npids) {
 		sweep_one(w, w->pids[w->next_pid++]);
-		if (now_us() >= until)
+		if (now_us() >= until_us)
 			return;
 	}
 	sweep_end(w);

@@ -75,7 +75,7 @@ int watch_reload(struct watch *w, char *why, size_t why_len);
  * SWEPT answers it: 0 before the first, and without guard rules (nothing
  * is swept then).  For monitoring: a stale time means a stuck daemon.
  */
-uint32_t watch_last_sweep(const struct watch *w);
+uint32_t watch_last_sweep_s(const struct watch *w);
 
 /* Rule i of the policy in force, as POLICY answers it: 0, or -ENOENT past the last. */
 int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret);
@@ -89,7 +89,7 @@ int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret);
 int watch_events_fd(const struct watch *w, unsigned *ret_gen);
 
 /* The descriptor is readable: notes the processes that exec'd, to be looked at soon. */
-void watch_events(struct watch *w, uint64_t now_ms);
+void watch_events(struct watch *w, uint64_t t_ms);
 
 /* When the descriptor should be read again (after watch_events(), a few ms later). */
 uint64_t watch_events_next_ms(const struct watch *w);
@@ -99,7 +99,7 @@ uint64_t watch_next_ms(const struct watch *w);
 
 /* Does about WATCH_STEP_US of a due sweep (the event loop's turn for it). */
 #define WATCH_STEP_US 2000u
-void watch_step(struct watch *w, uint64_t now_ms);
+void watch_step(struct watch *w, uint64_t t_ms);
 
 /* At shutdown: answers the requests it has queued ("shutdown"). */
 void watch_stop(struct watch *w);

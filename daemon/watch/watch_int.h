@@ -28,7 +28,7 @@ struct proc {
 	pid_t pid;
 	int statm;                /* /proc/PID/statm kept open, or -1 */
 	bool ignored;             /* a kernel thread: never asked about */
-	uint64_t start, vsize;
+	uint64_t start_ticks, vsize;
 	uint64_t objects;         /* hash of the mapped objects the policy was asked about, 0: not yet */
 };
 
@@ -72,7 +72,7 @@ struct watch {
 
 	/* The sweep in progress (sweeping), else nothing. */
 	bool sweeping;
-	uint64_t sweep_started;
+	uint64_t sweep_started_ms;
 	pid_t *pids;
 	size_t npids, next_pid, old;
 	struct proc *fresh;
@@ -80,8 +80,8 @@ struct watch {
 	pid_t **cand;               /* per rule: the processes to guard */
 	size_t *ncand, *cap_cand;
 
-	uint64_t next_sweep;
-	uint32_t last_sweep_end;    /* CLOCK_REALTIME seconds, for SWEPT; 0: none yet */
+	uint64_t next_sweep_ms;
+	uint32_t last_sweep_end_s;  /* CLOCK_REALTIME seconds, for SWEPT; 0: none yet */
 	struct retry retry[MAX_RETRY];
 	size_t nretry;
 	TAILQ_HEAD(, request) reqs;  /* requests made and not yet answered */
@@ -91,8 +91,8 @@ struct watch {
 	int events_fd;
 	unsigned events_gen;        /* changes with events_fd: server.c registers it again */
 	char events_why[160];       /* why the connector was refused, logged once per reason */
-	uint64_t lost_logged;
-	uint64_t events_next;       /* read the socket again from then on */
+	uint64_t lost_logged_ms;
+	uint64_t events_next_ms;    /* read the socket again from then on */
 	struct noticed *noticed;    /* ~56 KiB, allocated with the watch */
 };
 
@@ -107,7 +107,7 @@ void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
  * (pid with this start time and objects hash, in the sweep under way or
  * the last one): a look at its exec would ask twice (watch.c).
  */
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start, uint64_t objects);
+bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects);
 
 /* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
 void watch_events_sync(struct watch *w);
@@ -116,6 +116,6 @@ void watch_events_sync(struct watch *w);
 void watch_events_close(struct watch *w);
 
 /* Looks at the noticed processes that are due, until until_us (watchexec.c). */
-void watch_look_due(struct watch *w, uint64_t now_ms, uint64_t until_us);
+void watch_look_due(struct watch *w, uint64_t t_ms, uint64_t until_us);
 
 #endif

@@ -36,7 +36,7 @@ static const unsigned look_delays_ms[] = { 2, 10, 50, 200 };
 #define LOOKS (sizeof(look_delays_ms) / sizeof(look_delays_ms[0]))
 
 /* A process noticed at its exec: once its loader is done, does a rule take it? */
-static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
+static void look(struct watch *w, struct noticed_entry *e, uint64_t t_ms)
 {
 	const struct policy_rule *rule;
 	struct procfs_stat st;
@@ -51,14 +51,14 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t now)
 	}
 	if (!facts_loader_done(w->facts) && e->looks < LOOKS) {
 		facts_free(w->facts);
-		e->due_ms = now + look_delays_ms[e->looks++];
+		e->due_ms = t_ms + look_delays_ms[e->looks++];
 		return;
 	}
 	e->asked = true;
-	e->asked_ms = now;
-	e->start = st.starttime;
+	e->asked_ms = t_ms;
+	e->start_ticks = st.start_ticks;
 	e->objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
-	if (watch_sweep_asked(w, pid, e->start, e->objects)) {
+	if (watch_sweep_asked(w, pid, e->start_ticks, e->objects)) {
 		facts_free(w->facts);
 		return;   /* the sweep came between its exec and this look */
 	}
@@ -114,7 +114,7 @@ void watch_events_close(struct watch *w)
 
 uint64_t watch_events_next_ms(const struct watch *w)
 {
-	return w ? w->events_next : 0;
+	return w ? w->events_next_ms : 0;
 }
 
 int watch_events_fd(const struct watch *w, unsigned *ret_gen)
@@ -123,7 +123,7 @@ int watch_events_fd(const struct watch *w, unsigned *ret_gen)
 	return w ? w->events_fd : -1;
 }
 
-void watch_events(struct watch *w, uint64_t now)
+void watch_events(struct watch *w, uint64_t t_ms)
 {
 	pid_t pids[EVENTS_BATCH];
 	size_t n = 0;
@@ -132,7 +132,7 @@ void watch_events(struct watch *w, uint64_t now)
 
 	if (!w || w->events_fd < 0)
 		return;
-	w->events_next = now + EVENTS_COALESCE_MS;
+	w->events_next_ms = t_ms + EVENTS_COALESCE_MS;
 	r = procconn_read(w->events_fd, pids, EVENTS_BATCH, &n, &lost);
 	if (r < 0) {
 		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
@@ -141,20 +141,20 @@ void watch_events(struct watch *w, uint64_t now)
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!noticed_add(w->noticed, pids[i], now + look_delays_ms[0]))
+		if (!noticed_add(w->noticed, pids[i], t_ms + look_delays_ms[0]))
 			lost = true;
-	if (lost && now - w->lost_logged >= LOST_LOG_MS) {
+	if (lost && t_ms - w->lost_logged_ms >= LOST_LOG_MS) {
 		log_msg(LOG_NOTICE, "exec events: some were lost (a burst of execs); the sweep finds those processes");
-		w->lost_logged = now;
+		w->lost_logged_ms = t_ms;
 	}
 }
 
-void watch_look_due(struct watch *w, uint64_t now, uint64_t until_us)
+void watch_look_due(struct watch *w, uint64_t t_ms, uint64_t until_us)
 {
 	struct noticed_entry *e;
 
-	while ((e = noticed_due(w->noticed, now)) != NULL) {
-		look(w, e, now);
+	while ((e = noticed_due(w->noticed, t_ms)) != NULL) {
+		look(w, e, t_ms);
 		if (now_us() >= until_us)
 			return;
 	}

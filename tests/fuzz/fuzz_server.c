@@ -314,7 +314,7 @@ void action_cancel(struct action_job *j, int err, const char *why)
 
 /* One whole message from the daemon: it must be well-formed and in order. */
 /* watch.c stubs: no policy here (conn.c answers POLICY, RELOAD and SWEPT from them). */
-uint32_t watch_last_sweep(const struct watch *w)
+uint32_t watch_last_sweep_s(const struct watch *w)
 {
 	(void)w;
 	return 0;
@@ -506,16 +506,16 @@ static void harness_close(struct harness *h)
 	int epfd = h->s.epfd;
 
 	conn_set_fini(&h->s);
-	FUZZ_CHECK(h->q.users == NULL && h->q.nactive == 0 && h->q.nparked == 0);
+	FUZZ_CHECK(TAILQ_EMPTY(&h->q.round) && h->q.nactive == 0 && h->q.nparked == 0);
 	client_close(h);
 	close(epfd);
 	free(h->exp.pids);
 }
 
-/* Runs the timers as the loop's sweep would, `later` ms from now. */
-static void run_timers(struct harness *h, uint64_t later)
+/* Runs the timers as the loop's sweep would, `later_ms` from now. */
+static void run_timers(struct harness *h, uint64_t later_ms)
 {
-	conn_sweep(&h->s, now_ms() + later);
+	conn_sweep(&h->s, now_ms() + later_ms);
 	conn_bury(&h->s);
 	pump(h);
 }
@@ -578,7 +578,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h.cfd >= 0 && !h.wr_shut)
 		shutdown(h.cfd, SHUT_WR);
 	pump(&h);
-	FUZZ_CHECK(h.s.conns == NULL);
+	FUZZ_CHECK(TAILQ_EMPTY(&h.s.open));
 	FUZZ_CHECK(h.exp.next <= h.exp.n);
 	harness_close(&h);
 	cur = NULL;

@@ -278,12 +278,12 @@ static void read_kthreadd(void **state)
 	assert_int_equal(auth_read_target(2, &t), 0);
 	assert_true(t.is_kthread);
 	assert_false(t.is_daemon);
-	assert_true(t.starttime == st.starttime);
+	assert_true(t.start_ticks == st.start_ticks);
 	/* Pinned: the same verdict, from status's Kthread line or from stat. */
 	assert_int_equal(auth_read_pinned_target(2, &t), 0);
 	assert_true(t.is_kthread);
 	assert_false(t.is_daemon);
-	assert_true(t.starttime == 0 || t.starttime == st.starttime);
+	assert_true(t.start_ticks == 0 || t.start_ticks == st.start_ticks);
 }
 
 /* A pinned read of an ordinary process: not a kernel thread, the rest as the full read. */
@@ -299,10 +299,10 @@ static void read_pinned_self(void **state)
 	assert_true(pinned.dumpable);
 	assert_int_equal(pinned.status.uid[0], full.status.uid[0]);
 	assert_int_equal(pinned.status.tgid, full.status.tgid);
-	assert_true(full.starttime != 0);
+	assert_true(full.start_ticks != 0);
 	/* Where status says Kthread, stat is not read. */
 	if (full.status.kthread >= 0)
-		assert_true(pinned.starttime == 0);
+		assert_true(pinned.start_ticks == 0);
 }
 
 static void read_missing(void **state)

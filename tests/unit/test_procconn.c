@@ -118,7 +118,7 @@ static void noticed_looks_in_due_order_and_dedupes(void **state)
 	/* Looked at and asked: the sweep's finding the same is no news, once. */
 	e->asked = true;
 	e->asked_ms = 60;
-	e->start = 5;
+	e->start_ticks = 5;
 	e->objects = 77;
 	assert_int_equal(noticed_next_ms(&t), 120);
 	assert_true(noticed_take(&t, 11, 5, 77));
@@ -142,12 +142,12 @@ static void noticed_sees_a_different_program(void **state)
 	memset(&t, 0, sizeof(t));
 	noticed_add(&t, 20, 0);
 	e = noticed_due(&t, 0);
-	*e = (struct noticed_entry){ .pid = 20, .asked = true, .asked_ms = 10, .start = 3, .objects = 4 };
+	*e = (struct noticed_entry){ .pid = 20, .asked = true, .asked_ms = 10, .start_ticks = 3, .objects = 4 };
 	assert_false(noticed_take(&t, 20, 3, 5));   /* it loaded something since */
 	assert_int_equal(t.n, 0);
 	noticed_add(&t, 21, 0);
 	e = noticed_due(&t, 0);
-	*e = (struct noticed_entry){ .pid = 21, .asked = true, .asked_ms = 10, .start = 3, .objects = 4 };
+	*e = (struct noticed_entry){ .pid = 21, .asked = true, .asked_ms = 10, .start_ticks = 3, .objects = 4 };
 	assert_false(noticed_take(&t, 21, 9, 4));   /* its PID names another process */
 }
 

@@ -352,14 +352,14 @@ static void stat_tricky_comm(void **state)
 	assert_int_equal(st.state, 'S');
 	assert_int_equal(st.ppid, 1);
 	assert_int_equal(st.flags, 4194560);
-	assert_int_equal(st.starttime, 987654);
+	assert_int_equal(st.start_ticks, 987654);
 
 	/* Kernel thread: PF_KTHREAD set; long workqueue names are truncated. */
 	assert_int_equal(parse_stat("9 (kworker/u8:2-events_unbound) I 2 0 0 0 -1 69238880 0 0 0 0 0 0 "
 				    "0 0 20 0 1 0 55", &st), 0);
 	assert_true(st.flags & PROCFS_PF_KTHREAD);
 	assert_string_equal(st.comm, "kworker/u8:2-eve");
-	assert_int_equal(st.starttime, 55);
+	assert_int_equal(st.start_ticks, 55);
 }
 
 static void stat_truncated(void **state)
@@ -378,7 +378,7 @@ static void stat_truncated(void **state)
 		free(b);
 	}
 	assert_int_equal(parse_stat(text, &st), 0);
-	assert_int_equal(st.starttime, 42);
+	assert_int_equal(st.start_ticks, 42);
 	assert_int_equal(parse_stat("1 x) S 0", &st), -EBADMSG);
 	assert_int_equal(parse_stat("1 (x S 0", &st), -EBADMSG);
 }
