@@ -26,6 +26,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "proto.h"
 #include "log.h"
 #include "nodefacts.h"
 #include "pin.h"

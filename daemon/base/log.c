@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* Every record would carry CODE_FILE=log.c; that says nothing, so leave it out. */
@@ -33,8 +34,6 @@
  */
 static bool log_to_journal;
 static int log_max_priority = LOG_INFO;
-
-#define LOG_LINE_MAX 2048
 
 /*
  * True when JOURNAL_STREAM names fd 2 itself.  A child of a service whose
@@ -82,7 +81,7 @@ static const char *priority_name(int priority)
  * C1, bidi controls and invalid UTF-8 as escapes, a backslash doubled, so
  * one record is one line that reads in the order it was written.
  */
-static void escape_line(char *dst, size_t cap, const char *src)
+void log_escape(char *dst, size_t cap, const char *src)
 {
 	escape_string(dst, cap, src, ESCAPE_TEXT);
 }
@@ -98,6 +97,11 @@ static void emit(int priority, const char *line)
 	fprintf(stderr, "btguardd: %s: %s\n", priority_name(priority), line);
 }
 
+bool log_wants(int priority)
+{
+	return priority <= log_max_priority;
+}
+
 void log_msg(int priority, const char *fmt, ...)
 {
 	char raw[LOG_LINE_MAX], line[LOG_LINE_MAX];
@@ -108,115 +112,30 @@ void log_msg(int priority, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	escape_line(line, sizeof(line), raw);
+	log_escape(line, sizeof(line), raw);
 	emit(priority, line);
 }
 
-/*
- * One MESSAGE_ID per kind of action record, so an operator can select
- * "every guard that took effect" or "every denial" without parsing text
- * (journalctl MESSAGE_ID=...; the recipes are in btguardd(8)).  Made once
- * with `systemd-id128 new` and fixed forever: scripts and alerts match on
- * them.  A successful status query is no event and carries none.
- */
-#define MESSAGE_ID_GUARDED   "1edcf5a1d4f44a1ab89192b5ed4d9342"
-#define MESSAGE_ID_UNGUARDED "316fd372c9bb4be8b98283d2a03f0a0b"
-#define MESSAGE_ID_DENIED    "7fd544fc8d6847b4a99c7ed41de6f644"
-#define MESSAGE_ID_FAILED    "ae9800b1a81b4e2e959890db921c5189"
-
-/* The MESSAGE_ID of an action record, or NULL for a successful status. */
-static const char *action_message_id(const struct proto_result *res)
+void log_record(int priority, const char *line, const char *const *fields, size_t nfields)
 {
-	if (res->error == BTG_ERR_DENIED)
-		return MESSAGE_ID_DENIED;
-	if (res->error != BTG_OK)
-		return MESSAGE_ID_FAILED;
-	if (res->action == PROTO_ACTION_GUARD)
-		return MESSAGE_ID_GUARDED;
-	if (res->action == PROTO_ACTION_UNGUARD)
-		return MESSAGE_ID_UNGUARDED;
-	return NULL;
-}
+	char prio[16], msg[sizeof("MESSAGE=") + LOG_LINE_MAX];
+	struct iovec iov[3 + LOG_RECORD_FIELDS_MAX];
+	int n = 0, len;
 
-/*
- * A rule's guard that wrote nothing is no event: the policy asks again
- * about every process after a reload, and about one whose mappings
- * changed, and a node's journal must not fill with "already guarded".
- * Nor is each answer of a status --all: monitoring asks it of every
- * process every minute, and 10,000 records a minute would also trip
- * journald's rate limit and drop the records that matter.  The request
- * itself is recorded (queue.c), and so is everything that failed.
- */
-static int action_priority(const struct auth_caller *caller, const struct proto_result *res,
-			   bool surveyed)
-{
-	if (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS)
-		return LOG_DEBUG;
-	if (res->error == BTG_OK)
-		return caller->rule && !(res->flags & PROTO_RESULT_WROTE) ? LOG_DEBUG : LOG_INFO;
-	if (res->error == BTG_ERR_DENIED)
-		return LOG_WARNING;
-	return LOG_NOTICE;
-}
-
-void log_action(const struct auth_caller *caller, pid_t target, const char *exe,
-		const struct proto_result *res, bool surveyed)
-{
-	char exe_s[PROTO_MAX_OBJECT * 2], detail[PROTO_MAX_MESSAGE * 2];
-	char line[LOG_LINE_MAX], by[160];
-	const char *rule = caller->rule ? caller->rule : "";
-	const char *action = proto_action_name(res->action);
-	const char *state = proto_proc_state_name(res->state);
-	const char *error = res->error ? proto_error_name(res->error) : "";
-	bool wrote = res->flags & PROTO_RESULT_WROTE;
-	int priority = action_priority(caller, res, surveyed);
-	const char *message_id = action_message_id(res);
-
-	if (priority > log_max_priority)
+	if (!log_wants(priority))
 		return;
-	escape_line(exe_s, sizeof(exe_s), exe && *exe ? exe : "?");
-	escape_line(detail, sizeof(detail), res->message);
-	/* Rule names are [A-Za-z0-9._-] (policy.c): nothing to escape. */
-	if (caller->rule)
-		snprintf(by, sizeof(by), "rule %s (uid=%u gid=%u pid=%d)", rule,
-			 (unsigned)caller->uid, (unsigned)caller->gid, (int)caller->pid);
-	else
-		snprintf(by, sizeof(by), "uid=%u gid=%u pid=%d", (unsigned)caller->uid,
-			 (unsigned)caller->gid, (int)caller->pid);
-
-	if (res->error == BTG_OK)
-		snprintf(line, sizeof(line),
-			 "%s pid=%d exe=%s by %s: ok state=%s %s pause_us=%u%s%s",
-			 action, (int)target, exe_s, by, state, wrote ? "wrote" : "unchanged", res->pause_us,
-			 detail[0] ? ": " : "", detail);
-	else
-		snprintf(line, sizeof(line),
-			 "%s pid=%d exe=%s by %s: error %s state=%s pause_us=%u%s%s",
-			 action, (int)target, exe_s, by, error, state, res->pause_us,
-			 detail[0] ? ": " : "", detail);
-	/* line is built from escaped parts and numbers: it holds no control character. */
-
 	if (!log_to_journal) {
 		emit(priority, line);
 		return;
 	}
-	sd_journal_send("MESSAGE=%s", line,
-			"PRIORITY=%i", priority,
-			"SYSLOG_IDENTIFIER=btguardd",
-			"BTGUARD_ACTION=%s", action,
-			"BTGUARD_TARGET_PID=%d", (int)target,
-			"BTGUARD_TARGET_EXE=%s", exe_s,
-			"BTGUARD_REQUESTER_UID=%u", (unsigned)caller->uid,
-			"BTGUARD_REQUESTER_GID=%u", (unsigned)caller->gid,
-			"BTGUARD_REQUESTER_PID=%d", (int)caller->pid,
-			"BTGUARD_RESULT=%s", res->error == BTG_OK ? "ok" : "error",
-			"BTGUARD_ERROR=%s", res->error == BTG_OK ? "" : error,
-			"BTGUARD_STATE=%s", state,
-			"BTGUARD_PAUSE_US=%u", res->pause_us,
-			"BTGUARD_WROTE=%d", wrote ? 1 : 0,
-			/* Empty for a client's request, like BTGUARD_ERROR on success. */
-			"BTGUARD_RULE=%s", rule,
-			/* Last on purpose: without an ID, this NULL ends the list. */
-			message_id ? "MESSAGE_ID=%s" : NULL, message_id,
-			NULL);
+	if (nfields > LOG_RECORD_FIELDS_MAX)
+		nfields = LOG_RECORD_FIELDS_MAX;   /* a caller's bug; the message still goes */
+	len = snprintf(msg, sizeof(msg), "MESSAGE=%s", line);
+	iov[n++] = (struct iovec){ msg, len < (int)sizeof(msg) ? (size_t)len : sizeof(msg) - 1 };
+	len = snprintf(prio, sizeof(prio), "PRIORITY=%d", priority);
+	iov[n++] = (struct iovec){ prio, (size_t)len };
+	iov[n++] = (struct iovec){ (void *)"SYSLOG_IDENTIFIER=btguardd", strlen("SYSLOG_IDENTIFIER=btguardd") };
+	for (size_t i = 0; i < nfields; i++)
+		iov[n++] = (struct iovec){ (void *)fields[i], strlen(fields[i]) };
+	sd_journal_sendv(iov, n);
 }

@@ -27,6 +27,7 @@
 #include "patch.h"
 #include "pin.h"
 #include "procfs.h"
+#include "record.h"
 #include "report.h"
 
 /* ------------------------------------------------------ the answers -- */
@@ -280,7 +281,7 @@ static int action_end(struct action_job *j, int r)
 		}
 	}
 	j->res->error = proto_error_from_negative(r);
-	log_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res, t->selected);
+	record_action(&j->caller, t->ours ? t->ours : t->pid, j->exe, j->res, t->selected);
 	pin_close(&t->pidfd);
 	patch_end(j->patch);
 	exec_end(j->exec);
@@ -362,7 +363,7 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 	if (!j) {
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		res->error = ENOMEM;
-		log_action(caller, want->ours ? want->ours : want->pid, "", res, want->selected);
+		record_action(caller, want->ours ? want->ours : want->pid, "", res, want->selected);
 		pin_close(&want->pidfd);
 		return 0;
 	}

@@ -269,7 +269,7 @@ def journal_daemon():
 
 
 # The MESSAGE_IDs btguardd(8) documents, copied here on purpose: they are
-# fixed forever, and a change in daemon/base/log.c must fail this test.
+# fixed forever, and a change in daemon/request/record.c must fail this test.
 MESSAGE_ID_GUARDED = "1edcf5a1d4f44a1ab89192b5ed4d9342"
 MESSAGE_ID_UNGUARDED = "316fd372c9bb4be8b98283d2a03f0a0b"
 MESSAGE_ID_DENIED = "7fd544fc8d6847b4a99c7ed41de6f644"

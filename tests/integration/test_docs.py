@@ -6,7 +6,7 @@ manual page source (man/*.scd): the same options, with the same short
 forms and argument names, both ways; the same exit statuses and
 environment variables; the sections an administrator looks for; every
 btguard page a text refers to exists; and the journal MESSAGE_IDs of
-btguardd(8) are the ones daemon/base/log.c sends.  An option added to the
+btguardd(8) are the ones daemon/request/record.c sends.  An option added to the
 program and not to its page (or the reverse) fails here.  Also
 tests/README.md's table of planted bugs: every mutant of
 tests/mutants/mutants.py, with the tests that catch it.
@@ -150,7 +150,7 @@ def test_referenced_btguard_pages_exist():
 
 
 def test_message_ids_match_the_daemon():
-    source = (REPO / "daemon" / "base" / "log.c").read_text()
+    source = (REPO / "daemon" / "request" / "record.c").read_text()
     ids = dict(re.findall(r'#define MESSAGE_ID_(\w+)\s+"([0-9a-f]{32})"', source))
     assert sorted(ids) == ["DENIED", "FAILED", "GUARDED", "UNGUARDED"], ids
     page = (MAN / "btguardd.8.scd").read_text()

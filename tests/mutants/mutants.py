@@ -168,7 +168,7 @@ MUTANTS = [
      [("\t    facts_read_through_live(pid, need, &f) < 0)\n\t\tgoto out;",
        "\t    (facts_read_through_live(pid, need, &f) < 0 || 1))\n\t\tgoto out;")],
      ["test_target_states.py::test_main_thread_exited_is_selected"]),
-    ("each answer of a status --all logged as a record of its own", "daemon/base/log.c",
+    ("each answer of a status --all logged as a record of its own", "daemon/request/record.c",
      [("\tif (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS)",
        "\tif (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS && 0)")],
      ["test_select.py::test_a_survey_is_one_record"]),
