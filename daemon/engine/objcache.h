@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "elf.h"
-#include "sites.h"
+#include "site.h"
 
 /* The definitions an object holds, with the file's first bytes of each. */
 struct objcache_defs {

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "procfs.h"
-#include "sites.h"
+#include "site.h"
 
 /*
  * The sites of pid as they were last found with these very mappings

@@ -16,29 +16,7 @@
 #include <sys/types.h>
 
 #include "procfs.h"
-#include "stub.h"
-
-#define SITE_SYMBOL   "backtrace"
-#define SITE_CTX_LEN  32u   /* bytes compared from the function entry on */
-
-struct site {
-	char     object[PATH_MAX];     /* the object as the target's maps names it */
-	bool     deleted;              /* the file is gone from its path */
-	bool     from_symtab;          /* static executable: found in .symtab */
-	uint64_t addr;                 /* run-time address of the function */
-	size_t   ctx_len;              /* bytes compared: [addr, addr + ctx_len) */
-	uint8_t  orig[SITE_CTX_LEN];   /* from the object file */
-	uint8_t  mem[SITE_CTX_LEN];    /* as last read from the target */
-	struct stub_plan plan;         /* where a guard puts the stub */
-	struct stub_plan held;         /* the plan mem follows: plan, or an older btguard's */
-	int      state;                /* enum proto_site_state, from mem */
-	bool     breakpoint;           /* a uprobe's or debugger's, over the first instruction */
-};
-
-struct site_list {
-	struct site *v;
-	size_t n;
-};
+#include "site.h"
 
 /*
  * Finds every site and reads and classifies its bytes.  An object that

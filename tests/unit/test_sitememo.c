@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "sitememo.h"
+#include "sites.h"
 
 /* A process: its executable, a heap, libc's text (with backtrace), libc's data. */
 static void process(struct procfs_mapping m[4])
