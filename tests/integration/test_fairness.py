@@ -227,8 +227,10 @@ def test_root_keeps_its_reserve_when_users_fill_the_rest(daemon):
             holders.append(hold_connections(daemon, user, PER_UID))
         late = hold_connections(daemon, users[n_users], 8)
         holders.append(late)
+        # Refused as they are accepted: seconds even under ASan, so 20 s
+        # (not the default minute) before a daemon that lets them in fails.
         wait_for(lambda: daemon.log().count("connections are root's") >= 8,
-                 "the daemon to refuse the sixteenth user")
+                 "the daemon to refuse the sixteenth user", timeout=20)
         assert still_open(late) == 0
         assert served(daemon), "root was locked out"
         daemon.alive()
