@@ -95,10 +95,15 @@ static int read_replies(struct ctl_conn *c, struct options *o, unsigned *nresult
 			    *nresults || proto_decode_notice(payload, h.length, text, sizeof(text)) < 0)
 				return status_fail(EXIT_FAILED,
 						   "the daemon sent a malformed notice");
-			fflush(stdout);
-			fputs(PROGRAM ": warning: ", stderr);
-			output_text(stderr, text);
-			fputc('\n', stderr);
+			/* Said once: the report's own POLICY request hears it again. */
+			if (!o->rule_metrics) {
+				fflush(stdout);
+				fputs(PROGRAM ": warning: ", stderr);
+				output_text(stderr, text);
+				fputc('\n', stderr);
+			}
+			o->out.policy_problem = true;
+			snprintf(o->out.policy_text, sizeof(o->out.policy_text), "%s", text);
 			if (o->req.action == PROTO_ACTION_POLICY) {
 				policy_noticed = true;
 				if (o->out.format == OUTPUT_JSON) {
@@ -134,8 +139,10 @@ static int read_replies(struct ctl_conn *c, struct options *o, unsigned *nresult
 			if (o->req.action == PROTO_ACTION_POLICY && count == *nresults) {
 				if (!count && o->out.format == OUTPUT_LINES)
 					puts("no policy rules");
-				/* The rules shown are not the files': monitoring must see it. */
-				return policy_noticed ? EXIT_FAILED : EXIT_OK;
+				/* The rules shown are not the files': monitoring must see it.
+				 * A report's rule counts are still the daemon's: the report
+				 * says the policy is not loaded (btguard_policy_loaded 0). */
+				return policy_noticed && !o->rule_metrics ? EXIT_FAILED : EXIT_OK;
 			}
 			if (count != *nresults)
 				return status_fail(EXIT_FAILED, "the daemon announced %" PRIu32

@@ -144,14 +144,13 @@ static enum output_format parse_format(const char *s)
 	usage_error("unknown --format '%s': expected lines, json, table, prometheus or nagios", s);
 }
 
-/* --warning/--critical N: alert when more than N processes are at risk. */
+/* --warning/--critical[-unreadable] N: alert when more than N processes are at risk (unreadable). */
 static uint32_t parse_threshold(const char *opt, const char *s)
 {
 	uint64_t v;
 
 	if (parse_decimal(s, OUTPUT_NO_THRESHOLD - 1, &v) < 0)
-		usage_error("invalid --%s '%s': expected a number of processes at risk, "
-			    "0 or more", opt, s);
+		usage_error("invalid --%s '%s': expected a number of processes, 0 or more", opt, s);
 	return (uint32_t)v;
 }
 
@@ -191,7 +190,8 @@ void options_parse(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
 	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT, OPT_AT_EXEC,
-	       OPT_WARNING, OPT_CRITICAL, OPT_OUTPUT };
+	       OPT_WARNING, OPT_CRITICAL, OPT_WARNING_UNREADABLE, OPT_CRITICAL_UNREADABLE,
+	       OPT_OUTPUT };
 	static const struct option longopts[] = {
 		{ "socket",   required_argument, NULL, 's' },
 		{ "json",     no_argument,       NULL, 'j' },
@@ -212,6 +212,8 @@ void options_parse(int argc, char **argv, struct options *o)
 		{ "at-exec",  no_argument,       NULL, OPT_AT_EXEC },
 		{ "warning",  required_argument, NULL, OPT_WARNING },
 		{ "critical", required_argument, NULL, OPT_CRITICAL },
+		{ "warning-unreadable",  required_argument, NULL, OPT_WARNING_UNREADABLE },
+		{ "critical-unreadable", required_argument, NULL, OPT_CRITICAL_UNREADABLE },
 		{ "output",   required_argument, NULL, OPT_OUTPUT },
 		{ "help",     no_argument,       NULL, 'h' },
 		{ "version",  no_argument,       NULL, 'V' },
@@ -233,6 +235,8 @@ void options_parse(int argc, char **argv, struct options *o)
 	/* By default any process at risk is critical and there is no warning. */
 	o->out.warning = OUTPUT_NO_THRESHOLD;
 	o->out.critical = 0;
+	o->out.warning_unreadable = OUTPUT_NO_THRESHOLD;
+	o->out.critical_unreadable = OUTPUT_NO_THRESHOLD;
 
 	/* Leading ':' so a missing value and an unknown option can be told
 	 * apart; opterr 0 so the messages below are the only ones. */
@@ -321,6 +325,14 @@ void options_parse(int argc, char **argv, struct options *o)
 			o->out.critical = parse_threshold("critical", optarg);
 			o->thresholds_given = true;
 			break;
+		case OPT_WARNING_UNREADABLE:
+			o->out.warning_unreadable = parse_threshold("warning-unreadable", optarg);
+			o->thresholds_given = true;
+			break;
+		case OPT_CRITICAL_UNREADABLE:
+			o->out.critical_unreadable = parse_threshold("critical-unreadable", optarg);
+			o->thresholds_given = true;
+			break;
 		case OPT_OUTPUT:
 			if (!*optarg)
 				usage_error("--output needs a file name");
@@ -392,7 +404,8 @@ void options_parse(int argc, char **argv, struct options *o)
 	if (o->output_path && o->req.action != PROTO_ACTION_STATUS)
 		usage_error("--output writes a report: use it with status");
 	if (o->thresholds_given && o->out.format != OUTPUT_NAGIOS)
-		usage_error("--warning and --critical go with --format=nagios");
+		usage_error("--warning, --critical and their -unreadable forms go with "
+			    "--format=nagios");
 	if (!o->format_given && o->out.selecting && o->req.action == PROTO_ACTION_STATUS)
 		o->out.format = OUTPUT_TABLE;
 out_socket:

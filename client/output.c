@@ -18,6 +18,7 @@
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -370,6 +371,10 @@ static void count(struct output_counts *c, const struct proto_result *res, bool 
 	if (res->error != BTG_OK) {
 		c->failed++;
 		count_error(c, res->error);
+		if (proto_error_is_shortage(res->error))
+			c->short_of_resources++;
+		else
+			c->unreadable_other++;
 	} else
 		c->processes++;
 	if (res->state <= PROTO_PROC_UNKNOWN)
@@ -409,8 +414,9 @@ int output_result(struct output *o, const struct proto_result *res)
 	return 0;
 }
 
-static void print_prometheus(FILE *f, const struct output_counts *c, time_t t_s)
+static void print_prometheus(FILE *f, const struct output *o, time_t t_s)
 {
+	const struct output_counts *c = &o->counts;
 	static const unsigned states[] = { PROTO_PROC_GUARDED, PROTO_PROC_PARTIAL,
 					   PROTO_PROC_UNGUARDED, PROTO_PROC_FOREIGN, PROTO_PROC_NONE };
 
@@ -445,6 +451,17 @@ static void print_prometheus(FILE *f, const struct output_counts *c, time_t t_s)
 			proto_error_name(c->errors[i].code), c->errors[i].n);
 	if (c->errors_other)
 		fprintf(f, "btguard_status_errors_by_kind{kind=\"other\"} %u\n", c->errors_other);
+	fprintf(f, "# HELP btguard_status_errors_by_cause Processes whose state could not be read: "
+		"because the daemon ran short of descriptors or memory (it cannot tell their "
+		"state), or for another reason.\n"
+		"# TYPE btguard_status_errors_by_cause gauge\n"
+		"btguard_status_errors_by_cause{cause=\"daemon-short\"} %u\n"
+		"btguard_status_errors_by_cause{cause=\"other\"} %u\n",
+		c->short_of_resources, c->unreadable_other);
+	fprintf(f, "# HELP btguard_policy_loaded 1 when the daemon's policy in force is what its "
+		"files say, 0 when a file could not be loaded (btguardctl policy says why).\n"
+		"# TYPE btguard_policy_loaded gauge\n"
+		"btguard_policy_loaded %d\n", !o->policy_problem);
 	fprintf(f, "# HELP btguard_report_timestamp_seconds When btguardctl made this report "
 		"from the daemon's answer.\n"
 		"# TYPE btguard_report_timestamp_seconds gauge\n"
@@ -457,42 +474,93 @@ static void print_threshold(FILE *f, uint32_t t)
 		fprintf(f, "%" PRIu32, t);
 }
 
+/* The state count n reaches against the "more than N" thresholds warn and crit. */
+static enum output_nagios_state over(unsigned n, uint32_t warn, uint32_t crit)
+{
+	if (crit != OUTPUT_NO_THRESHOLD && n > crit)
+		return OUTPUT_NAGIOS_CRITICAL;
+	if (warn != OUTPUT_NO_THRESHOLD && n > warn)
+		return OUTPUT_NAGIOS_WARNING;
+	return OUTPUT_NAGIOS_OK;
+}
+
 /*
- * The monitoring-plugins convention: "SERVICE STATE - text | perfdata",
- * the state from the at-risk count against the thresholds (more than N is
- * the plain "N" range of the guidelines), counts as perfdata with the
- * thresholds on at_risk.  Processes that could not be read do not change
- * the state: they are counted in errors.
+ * The monitoring-plugins convention: "SERVICE STATE - text | perfdata".
+ * The state is the worst of: the at-risk count against --warning and
+ * --critical (more than N is the plain "N" range of the guidelines); the
+ * count of processes unreadable for reasons of their own against
+ * --warning-unreadable and --critical-unreadable (none by default: PID 1
+ * is unreadable even to root on some nodes); WARNING for a policy not in
+ * force.  A daemon that ran short of descriptors or memory while looking
+ * could not tell what it did not read: UNKNOWN, unless what it did read
+ * is already CRITICAL.
  */
 static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
 {
 	static const char *const names[] = { "OK", "WARNING", "CRITICAL", "UNKNOWN" };
 	const struct output_counts *c = &o->counts;
-	enum output_nagios_state st = OUTPUT_NAGIOS_OK;
+	enum output_nagios_state st, u;
 
-	if (o->critical != OUTPUT_NO_THRESHOLD && c->at_risk > o->critical)
-		st = OUTPUT_NAGIOS_CRITICAL;
-	else if (o->warning != OUTPUT_NO_THRESHOLD && c->at_risk > o->warning)
+	st = over(c->at_risk, o->warning, o->critical);
+	u = over(c->unreadable_other, o->warning_unreadable, o->critical_unreadable);
+	if (u > st)
+		st = u;
+	if (o->policy_problem && st < OUTPUT_NAGIOS_WARNING)
 		st = OUTPUT_NAGIOS_WARNING;
-	fprintf(f, "BTGUARD %s - %u process%s at risk of %u", names[st], c->at_risk,
-		c->at_risk == 1 ? "" : "es", c->processes);
-	if (c->failed)
-		fprintf(f, ", %u unreadable", c->failed);
+	if (c->short_of_resources && st != OUTPUT_NAGIOS_CRITICAL)
+		st = OUTPUT_NAGIOS_UNKNOWN;
+	fprintf(f, "BTGUARD %s - ", names[st]);
+	if (c->short_of_resources)
+		fprintf(f, "the daemon ran short of descriptors or memory and could not read "
+			"%u process%s; ", c->short_of_resources,
+			c->short_of_resources == 1 ? "" : "es");
+	fprintf(f, "%u process%s at risk of %u", c->at_risk, c->at_risk == 1 ? "" : "es",
+		c->processes);
+	if (c->unreadable_other)
+		fprintf(f, ", %u unreadable", c->unreadable_other);
+	if (o->policy_problem) {
+		fputs("; policy not in force: ", f);
+		output_nagios_text(f, o->policy_text);
+	}
 	fprintf(f, " | at_risk=%u;", c->at_risk);
 	print_threshold(f, o->warning);
 	fputc(';', f);
 	print_threshold(f, o->critical);
+	fprintf(f, ";0; unreadable=%u;", c->unreadable_other);
+	print_threshold(f, o->warning_unreadable);
+	fputc(';', f);
+	print_threshold(f, o->critical_unreadable);
 	fprintf(f, ";0; guarded=%u partial=%u unguarded=%u foreign=%u none=%u covered=%u "
-		"warned=%u errors=%u\n", c->state[PROTO_PROC_GUARDED], c->state[PROTO_PROC_PARTIAL],
-		c->state[PROTO_PROC_UNGUARDED], c->state[PROTO_PROC_FOREIGN],
-		c->state[PROTO_PROC_NONE], c->covered, c->warned, c->failed);
+		"warned=%u errors=%u short=%u policy_loaded=%d\n", c->state[PROTO_PROC_GUARDED],
+		c->state[PROTO_PROC_PARTIAL], c->state[PROTO_PROC_UNGUARDED],
+		c->state[PROTO_PROC_FOREIGN], c->state[PROTO_PROC_NONE], c->covered, c->warned,
+		c->failed, c->short_of_resources, !o->policy_problem);
 	return st;
+}
+
+/*
+ * Text on a Nagios line: escaped as output_text() does, and no '|', which
+ * would end the text and start the perfdata.
+ */
+void output_nagios_text(FILE *f, const char *s)
+{
+	char *copy = strdup(s);
+
+	if (!copy) {
+		fputs("(out of memory)", f);
+		return;
+	}
+	for (char *p = copy; *p; p++)
+		if (*p == '|')
+			*p = '/';
+	output_text(f, copy);
+	free(copy);
 }
 
 void output_nagios_unknown(FILE *f, const char *why)
 {
 	fputs("BTGUARD UNKNOWN - ", f);
-	output_text(f, why);
+	output_nagios_text(f, why);
 	fputc('\n', f);
 	fflush(f);
 }
@@ -544,7 +612,7 @@ int output_end(struct output *o)
 	const struct output_counts *c = &o->counts;
 
 	if (o->format == OUTPUT_PROMETHEUS)
-		print_prometheus(o->out, c, o->made_s ? o->made_s : time(NULL));
+		print_prometheus(o->out, o, o->made_s ? o->made_s : time(NULL));
 	else if (o->format == OUTPUT_NAGIOS)
 		o->nagios = print_nagios(o->out, o);
 	else if (o->format != OUTPUT_JSON && o->selecting)

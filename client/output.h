@@ -46,6 +46,10 @@ struct output_counts {
 	 * have their count, any further code counts in errors_other. */
 	struct { uint32_t code; unsigned n; } errors[8];
 	unsigned nerrors, errors_other;
+	/* failed, split by cause: the daemon short of descriptors or memory
+	 * (EMFILE, ENFILE, ENOMEM: it cannot tell what it did not read), or
+	 * anything else (PID 1 unreadable even to root, a file gone). */
+	unsigned short_of_resources, unreadable_other;
 };
 
 struct output {
@@ -60,6 +64,13 @@ struct output {
 	 * (the plugin guidelines' plain "N" range, 0..N), and the verdict
 	 * output_end reached. */
 	uint32_t warning, critical;
+	/* The same for processes unreadable for any reason but the daemon's
+	 * own shortage (--warning-unreadable, --critical-unreadable). */
+	uint32_t warning_unreadable, critical_unreadable;
+	/* The daemon said its policy is not what its files say (a NOTICE
+	 * before the results): the text, escaped when printed. */
+	bool policy_problem;
+	char policy_text[PROTO_MAX_MESSAGE + 1];
 	enum output_nagios_state nagios;
 	time_t made_s;           /* when the report was made (CLOCK_REALTIME), for the Prometheus timestamp */
 };
@@ -91,6 +102,9 @@ int output_end(struct output *o);
  * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does.
  */
 void output_nagios_unknown(FILE *f, const char *why);
+
+/* Text for a Nagios line: escaped, and '|' (which starts the perfdata) shown as '/'. */
+void output_nagios_text(FILE *f, const char *s);
 
 /* Whether a failed result only says the process exited before its turn. */
 bool output_vanished(const struct proto_result *res);

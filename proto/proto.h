@@ -13,6 +13,8 @@
 #ifndef BTGUARD_PROTO_H
 #define BTGUARD_PROTO_H
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -276,5 +278,22 @@ uint32_t proto_error_from_negative(int r);
 
 /* The text for a negative errno or BTG code, as daemon functions return them. */
 const char *proto_strerror(int r);
+
+/*
+ * Whether a wire error code says the daemon ran short of descriptors or
+ * memory (EMFILE, ENFILE, ENOMEM): a fact about the daemon, never about
+ * the process it was reading.  Such an answer may not be taken for "no
+ * process", "not matched" or "OK" by anyone, daemon or client.
+ */
+static inline bool proto_error_is_shortage(uint32_t code)
+{
+	return code == EMFILE || code == ENFILE || code == ENOMEM;
+}
+
+/* The same of a daemon function's result: a negative errno or BTG code. */
+static inline bool proto_shortage(int r)
+{
+	return r == -EMFILE || r == -ENFILE || r == -ENOMEM;
+}
 
 #endif

@@ -82,6 +82,12 @@ def error_msg(code, text):
     return message(ERROR, struct.pack("<IH", code, len(text)) + text)
 
 
+def notice_msg(text):
+    """A NOTICE: the daemon's policy is not what its files say."""
+    text = text.encode()
+    return message(6, struct.pack("<H", len(text)) + text)
+
+
 def recv_exact(conn, n):
     data = b""
     while len(data) < n:
@@ -717,7 +723,9 @@ def test_prometheus_counts(fake):
         'btguard_processes{state="unguarded"}': 1, 'btguard_processes{state="foreign"}': 0,
         'btguard_processes{state="none"}': 0, "btguard_processes_at_risk": 1,
         "btguard_processes_covered": 2, "btguard_processes_warned": 1,
-        "btguard_status_errors": 1, 'btguard_status_errors_by_kind{kind="EACCES"}': 1}
+        "btguard_status_errors": 1, 'btguard_status_errors_by_kind{kind="EACCES"}': 1,
+        'btguard_status_errors_by_cause{cause="daemon-short"}': 0,
+        'btguard_status_errors_by_cause{cause="other"}': 1, "btguard_policy_loaded": 1}
 
 
 def test_failure_without_risk_exits_1_and_risk_wins(fake):
@@ -872,11 +880,15 @@ def test_policy_and_reload_take_no_targets(args):
     assert p.returncode == 2, p.stderr
 
 
-def nagios_reply(at_risk):
+def nagios_reply_messages(at_risk):
     results = [report_result(10, GUARDED, RISK_COVERED), report_result(12, UNGUARDED, RISK_NONE),
                result(14, action=STATUS, error=errno.EACCES, state=UNKNOWN)]
     results += [report_result(20 + i, UNGUARDED, RISK_AT_RISK) for i in range(at_risk)]
-    return reply(*results, done(len(results)))
+    return [*results, done(len(results))]
+
+
+def nagios_reply(at_risk):
+    return reply(*nagios_reply_messages(at_risk))
 
 
 @pytest.mark.parametrize("at_risk,args,code,state", [
@@ -899,9 +911,82 @@ def test_nagios_states_and_exit_codes(fake, at_risk, args, code, state):
     if args and "=" in args[0]:
         warn = args[0].split("=")[1]
     crit = {"": "0", "0": "1", "2": "5"}[warn]
-    assert perf == {"at_risk": f"{at_risk};{warn};{crit};0;", "guarded": "1", "partial": "0",
-                    "unguarded": str(1 + at_risk), "foreign": "0", "none": "0",
-                    "covered": "1", "warned": "0", "errors": "1"}
+    assert perf == {"at_risk": f"{at_risk};{warn};{crit};0;", "unreadable": "1;;;0;",
+                    "guarded": "1", "partial": "0", "unguarded": str(1 + at_risk),
+                    "foreign": "0", "none": "0", "covered": "1", "warned": "0", "errors": "1",
+                    "short": "0", "policy_loaded": "1"}
+
+
+def shortage_reply(at_risk, short):
+    """nagios_reply's processes, and `short` the daemon could not read for
+    want of descriptors or memory."""
+    results = nagios_reply_messages(at_risk)[:-1]
+    results += [result(40 + i, action=STATUS, error=e, state=UNKNOWN)
+                for i, e in enumerate([errno.EMFILE, errno.ENFILE, errno.ENOMEM][:short])]
+    return reply(*results, done(len(results)))
+
+
+@pytest.mark.parametrize("at_risk,short,args,code,state", [
+    (0, 1, [], 3, "UNKNOWN"),          # it cannot tell what it did not read
+    (0, 3, [], 3, "UNKNOWN"),          # EMFILE, ENFILE and ENOMEM alike
+    (0, 1, ["--warning=0"], 3, "UNKNOWN"),
+    (1, 1, ["--warning=0", "--critical=5"], 3, "UNKNOWN"),   # WARNING known, more may hide
+    (1, 1, [], 2, "CRITICAL"),         # what it read is already critical
+])
+def test_nagios_is_unknown_when_the_daemon_ran_short(fake, at_risk, short, args, code, state):
+    d = fake(shortage_reply(at_risk, short))
+    p = run(["status", "--all", "--format=nagios"] + args, sock=d.path)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    (line,) = lines(p)
+    text, perf = line.split(" | ")
+    assert text.startswith(f"BTGUARD {state} - the daemon ran short of descriptors or memory "
+                           f"and could not read {short} process"), line
+    assert f"{at_risk} process" in text and ", 1 unreadable" in text
+    perf = dict(kv.split("=") for kv in perf.split())
+    assert perf["short"] == str(short) and perf["errors"] == str(1 + short), perf
+    assert perf["unreadable"].startswith("1;"), perf
+
+
+@pytest.mark.parametrize("args,code,state", [
+    ([], 0, "OK"),                                          # none by default: PID 1 is unreadable
+    (["--warning-unreadable=0"], 1, "WARNING"),
+    (["--warning-unreadable", "0", "--critical-unreadable", "0"], 2, "CRITICAL"),
+    (["--critical-unreadable=1"], 0, "OK"),
+])
+def test_nagios_threshold_on_processes_unreadable_for_other_reasons(fake, args, code, state):
+    d = fake(nagios_reply(0))
+    p = run(["status", "--all", "--format=nagios"] + args, sock=d.path)
+    assert p.returncode == code, (p.stdout, p.stderr)
+    (line,) = lines(p)
+    assert line.startswith(f"BTGUARD {state} - 0 processes at risk of 2, 1 unreadable |"), line
+
+
+def test_a_policy_not_in_force_is_a_nagios_warning_and_a_prometheus_series(fake):
+    why = "/etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' | typo"
+    d = fake(reply(notice_msg(why), *nagios_reply_messages(0)))
+    p = run(["status", "--all", "--format=nagios"], sock=d.path)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    (line,) = lines(p)
+    text, perf = line.split(" | ")
+    # The file and line, and the '|' in the text shown as '/' (it would start the perfdata).
+    assert text == ("BTGUARD WARNING - 0 processes at risk of 2, 1 unreadable; policy not in "
+                    "force: /etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' / typo")
+    assert "policy_loaded=0" in perf.split()
+    # Critical stays critical.
+    d = fake(reply(notice_msg(why), *nagios_reply_messages(1)), name="d2.sock")
+    p = run(["status", "--all", "--format=nagios"], sock=d.path)
+    assert p.returncode == 2 and lines(p)[0].startswith("BTGUARD CRITICAL - "), lines(p)
+    # Prometheus: the report is whole, with its sweep time and rule counts.
+    d = fake(by_action(reply(notice_msg(why), *nagios_reply_messages(0)),
+                       reply(notice_msg(why), rule("torch", "at-risk", hits=3), done(1)),
+                       reply(done(1796000000))), name="d3.sock")
+    p = run(["status", "--all", "--format=prometheus"], sock=d.path)
+    out = p.stdout.decode()
+    assert p.returncode == 1, (out, p.stderr)   # 1: the unreadable process
+    assert "btguard_policy_loaded 0\n" in out
+    assert "btguard_last_sweep_timestamp_seconds 1796000000\n" in out
+    assert 'btguard_rule_guards_total{rule="torch"} 3\n' in out
+    assert p.stderr.decode().count("warning: ") == 1, p.stderr
 
 
 def test_nagios_unknown_when_the_daemon_is_unreachable_or_refuses(fake, sockdir):
