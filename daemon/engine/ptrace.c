@@ -624,8 +624,13 @@ static int seize_group(struct ptrace_world *w, pid_t tgid, char *why, size_t why
 	if (r < 0) {
 		if (tgid != w->pid && procfs_gone(r))
 			return 0;   /* a sharer that exited: nothing left to hold */
-		snprintf(why, why_len, "process %d disappeared", tgid);
-		return procfs_gone(r) ? -BTG_ERR_GONE : r;
+		if (procfs_gone(r)) {
+			snprintf(why, why_len, "process %d disappeared", tgid);
+			return -BTG_ERR_GONE;
+		}
+		snprintf(why, why_len, "cannot list the threads of process %d: %s", tgid,
+			 proto_strerror(r));
+		return r;
 	}
 	/*
 	 * procfs_list_tasks() names each TID once, so only the tasks known before it

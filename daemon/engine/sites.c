@@ -358,6 +358,9 @@ int sites_find(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		/* A process killed meanwhile makes its /proc files ENOENT or ESRCH, by timing. */
 		r = first_err == -BTG_ERR_GONE || first_err == -ENOENT || first_err == -ESRCH ?
 			-BTG_ERR_GONE : -BTG_ERR_ELF;
+		/* Short of descriptors or memory ourselves: that, not the file's fault. */
+		if (proto_shortage(first_err))
+			r = first_err;
 		goto out_free;
 	}
 	r = read_sites(pid, &list, why, why_len);

@@ -13,6 +13,7 @@
 
 #include "facts.h"
 #include "procfs.h"
+#include "proto.h"
 
 /* A command line or a cgroup file is small; an environment may not be. */
 #define SMALL_MAX (64u * 1024u)
@@ -38,8 +39,8 @@ static int read_cmdline(pid_t pid, struct facts *f)
 	size_t len;
 	int r = procfs_read_pid_record(pid, "cmdline", SMALL_MAX, &buf, &len);
 
-	if (r == -ESRCH)
-		return r;
+	if (r == -ESRCH || proto_shortage(r))
+		return r;   /* gone, or we are short: that says nothing of the process */
 	if (r < 0)
 		return 0;   /* too long or unreadable: matches no pattern */
 	procfs_cmdline_to_line(buf, len, f->cmdline, sizeof(f->cmdline));
@@ -54,7 +55,7 @@ static int read_cgroups(pid_t pid, struct facts *f)
 	int r = procfs_read_pid_record(pid, "cgroup", SMALL_MAX, &buf, &len);
 
 	if (r < 0)
-		return r == -ESRCH ? r : 0;
+		return r == -ESRCH || proto_shortage(r) ? r : 0;
 	r = select_parse_cgroup_buf(buf, len, f->cgroup_buf, sizeof(f->cgroup_buf), f->cgroups,
 				    FACTS_MAX_CGROUPS, &n);
 	free(buf);
@@ -124,7 +125,7 @@ static int read_objects(pid_t pid, struct facts *f)
 	int r = procfs_read_maps(pid, &maps, &nmaps);
 
 	if (r < 0)
-		return procfs_gone(r) ? -ESRCH : 0;
+		return procfs_gone(r) ? -ESRCH : proto_shortage(r) ? r : 0;
 	r = facts_objects_from_maps(f, maps, nmaps);
 	free(maps);
 	return r;
@@ -174,7 +175,7 @@ int facts_read_through_live(pid_t pid, unsigned need, struct facts *f)
 	int r = procfs_live_task(pid, &live);
 
 	if (r < 0)
-		return -ESRCH;
+		return proto_shortage(r) ? r : -ESRCH;
 	facts_free(f);
 	r = facts_read(live, need, f);
 	f->p.pid = pid;

@@ -54,7 +54,7 @@ int pidns_view_of(pid_t caller, struct pidns_view *ret)
 	ret->same = ret->ns_ino == ino && ret->ns_dev == dev;
 	r = procfs_read_status(caller, &st);
 	/* Out of descriptors or memory says nothing about the caller: say that. */
-	if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
+	if (proto_shortage(r))
 		return r;
 	if (r < 0)
 		return -BTG_ERR_DENIED;

@@ -192,11 +192,8 @@ int pin_open(pid_t pid, int *ret_fd)
 	if (pins_held >= pins_max)
 		return -BTG_ERR_LIMIT;
 	fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-			return -BTG_ERR_LIMIT;
-		return -errno;
-	}
+	if (fd < 0)
+		return -errno;   /* EMFILE, ENFILE, ENOMEM: said as such, a fact about us */
 	if (track_fd(fd, pid) < 0 || table_put(pid, fd) < 0) {
 		close(fd);
 		return -BTG_ERR_LIMIT;
@@ -247,6 +244,13 @@ enum pin_state pin_state(int fd)
 		nr = strtol(line + 5, NULL, 10);
 	free(buf);
 	return nr > 0 ? PIN_ZOMBIE : PIN_REAPED;
+}
+
+bool pin_fd_is_reserve(int fd)
+{
+	rlim_t cur = fd_limit();
+
+	return cur != RLIM_INFINITY && (rlim_t)fd + PIN_FD_RESERVE >= cur;
 }
 
 unsigned pin_count(void)

@@ -11,6 +11,7 @@
 #ifndef BTGUARD_PIN_H
 #define BTGUARD_PIN_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Pins held at once, at most; the descriptor limit may allow fewer. */
@@ -30,8 +31,8 @@ enum pin_state {
  * Pins process pid: a pidfd into *ret_fd, shared with the targets already
  * holding one for that process while it lives.  -ESRCH: no such process;
  * -EINVAL: pid is a thread, not a process; -ENOSYS: the kernel has no
- * pidfds (before 5.3, valgrind); -BTG_ERR_LIMIT: the budget or the
- * descriptor table is full.
+ * pidfds (before 5.3, valgrind); -BTG_ERR_LIMIT: the budget is spent;
+ * -EMFILE, -ENFILE, -ENOMEM: the daemon is short of descriptors or memory.
  */
 int pin_open(pid_t pid, int *ret_fd);
 
@@ -47,6 +48,14 @@ enum pin_state pin_state(int fd);
  * opens and closes instead).  The pin budget is what is left after it.
  */
 unsigned pin_sweep_fds(void);
+
+/*
+ * Whether descriptor fd, just opened, lies among the last PIN_FD_RESERVE
+ * the descriptor limit allows now (the kernel hands out the lowest free
+ * number, so a high one means the table is nearly full): a descriptor to
+ * keep for long should then be closed, leaving them to requests.
+ */
+bool pin_fd_is_reserve(int fd);
 
 /* Pins held now, and the most there may be (for logs and tests). */
 unsigned pin_count(void);

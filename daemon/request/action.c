@@ -260,6 +260,7 @@ static int action_end(struct action_job *j, int r)
 {
 	struct action_target *t = j->target;
 	pid_t via;
+	int rr = 0;
 
 	if (j->prepared) {
 		/* patch_end() below must not have run yet: the sites are in res. */
@@ -267,17 +268,29 @@ static int action_end(struct action_job *j, int r)
 		/* Authorized: the report may say what the process is.  If it has
 		 * gone meanwhile, the pin says so and nothing is reported. */
 		via = j->via;
-		if (((j->via && j->via_fresh) || procfs_live_task(t->ours, &via) == 0) &&
-		    still_pinned(t)) {
+		if (!(j->via && j->via_fresh))
+			rr = procfs_live_task(t->ours, &via);
+		if (rr == 0 && still_pinned(t)) {
 			struct report_known known = {
 				.uid = j->uid, .exe = j->exe,
 				.objects = j->objects ? j->objects->p.objects : NULL,
 				.nobjects = j->objects ? j->objects->p.nobjects : 0,
 			};
 
-			report_fill(via, j->objects ? &known : NULL, j->res);
+			rr = report_fill(via, j->objects ? &known : NULL, j->res);
 			if (!still_pinned(t))
 				report_clear(j->res);
+		}
+		/*
+		 * A status is its report: one the daemon was too short of
+		 * descriptors or memory to make is that error, not an answer
+		 * whose risk reads "unknown".  A guard or unguard done stays
+		 * done; its risk is unknown.
+		 */
+		if (r == 0 && proto_shortage(rr) && j->res->action == PROTO_ACTION_STATUS) {
+			snprintf(j->res->message, sizeof(j->res->message),
+				 "cannot read what process %d runs: %s", t->pid, proto_strerror(rr));
+			r = rr;
 		}
 	}
 	j->res->error = proto_error_from_negative(r);

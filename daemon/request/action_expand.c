@@ -58,8 +58,11 @@ static int judge(const struct auth_caller *caller, const struct action_target *t
 int action_authorize(const struct auth_caller *caller, const struct action_target *t,
 		     pid_t pid, struct auth_target *ret)
 {
-	if (auth_read_target(pid, ret) < 0)
-		return -BTG_ERR_NOPROC;
+	int r = auth_read_target(pid, ret);
+
+	/* The daemon short of descriptors or memory: that, never "no process". */
+	if (r < 0)
+		return proto_shortage(r) ? r : -BTG_ERR_NOPROC;
 	return judge(caller, t, ret);
 }
 
@@ -87,6 +90,7 @@ struct action_expansion {
 	bool have_view, hidden, tree;
 	int view_err;              /* why not have_view: what every named PID answers */
 	bool warned_limit;
+	bool warned_short;         /* a process could not be looked at: logged once */
 	size_t max;                /* targets at most: PROTO_MAX_PIDS, or PROTO_MAX_SELECTED */
 	/* A selector request: every process of the daemon's /proc, in turn. */
 	bool selecting, at_risk;
@@ -132,8 +136,7 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 	if (!x->have_view) {
 		/* The caller gone or unreadable: "no process"; the daemon short of
 		 * descriptors or memory: that, not a claim about the target. */
-		t->err = x->view_err == -EMFILE || x->view_err == -ENFILE || x->view_err == -ENOMEM ?
-			 x->view_err : -BTG_ERR_NOPROC;
+		t->err = proto_shortage(x->view_err) ? x->view_err : -BTG_ERR_NOPROC;
 		return;
 	}
 	if (x->view.same)
@@ -301,42 +304,78 @@ static bool read_empty(const struct facts *f, unsigned need)
 }
 
 /*
- * Whether the pinned process pid matches the request's selector; *auth is
- * what its authorization reads, which also gives the uid and the state.
+ * Whether the pinned process pid matches the request's selector: 1 or 0,
+ * or the daemon's own shortage of descriptors or memory (which says
+ * nothing of the process: it may match).  *auth is what its authorization
+ * reads, which also gives the uid and the state.
  */
-static bool selected(struct action_expansion *x, pid_t pid, int pidfd, struct auth_target *auth)
+static int selected(struct action_expansion *x, pid_t pid, int pidfd, struct auth_target *auth)
 {
 	unsigned need = x->need & ~FACTS_UID;
 	struct facts f;
-	bool match = false;
+	int r;
 
-	if (facts_read(pid, need, &f) < 0)
+	r = facts_read(pid, need, &f);
+	if (r < 0)
 		goto out;
+	r = 0;
 	/* Most of a node fails a pattern: those cost no status read. */
 	if (!x->matcher.match && !x->rule.have_uid && !read_empty(&f, need) && !matches(x, &f))
 		goto out;
-	if ((pidfd >= 0 ? auth_read_pinned_target(pid, auth) : auth_read_target(pid, auth)) < 0)
+	r = pidfd >= 0 ? auth_read_pinned_target(pid, auth) : auth_read_target(pid, auth);
+	if (r < 0)
 		goto out;
 	/* 'Z': a zombie, with nothing to guard, or a main thread that left with pthread_exit(). */
-	if ((auth->status.state == 'Z' || auth->status.state == 'X') &&
-	    facts_read_through_live(pid, need, &f) < 0)
-		goto out;
+	if (auth->status.state == 'Z' || auth->status.state == 'X') {
+		r = facts_read_through_live(pid, need, &f);
+		if (r < 0)
+			goto out;
+	}
 	/* Read while pinned, then checked: the facts are that process's own. */
+	r = 0;
 	if (pidfd >= 0 && pin_state(pidfd) != PIN_ALIVE)
 		goto out;
 	f.p.uid = auth->status.uid[0];
-	match = matches(x, &f);
+	r = matches(x, &f);
 out:
 	facts_free(&f);
-	return match;
+	return proto_shortage(r) ? r : r > 0;
 }
 
 /*
  * One process of the daemon's /proc, as a selector request sees it: it
  * joins only if it matches, the caller can see it in its own PID
  * namespace, and the caller may act on it (root too: never the daemon or
- * a kernel thread).  Nothing is said of the others.
+ * a kernel thread).  Nothing is said of the others.  A process the daemon
+ * could not look at for want of descriptors or memory is never left out
+ * as if it did not match: root's selection lists it with that error, and
+ * anyone else's ends with it (their answer must not name a process they
+ * may not see).
  */
+/*
+ * pid (theirs in the caller's PID namespace, 0 when unknown) could not be
+ * looked at, for want of descriptors or memory (err): root gets it as a
+ * target answered with err; anyone else's selection ends.
+ */
+static int unlooked(struct action_expansion *x, pid_t pid, int32_t theirs, int err)
+{
+	struct action_target *t;
+
+	if (x->caller.uid != 0 || !theirs)
+		return err;
+	if (!x->warned_short)
+		log_msg(LOG_WARNING, "client pid=%d: cannot look at PID %d: %s",
+			(int)x->caller.pid, (int)pid, proto_strerror(err));
+	x->warned_short = true;
+	t = add_target(x, theirs);
+	if (!t)
+		return x->n < x->max ? 0 : -BTG_ERR_LIMIT;
+	t->ours = pid;
+	t->selected = true;
+	t->err = err;
+	return 0;
+}
+
 static int add_selected(struct action_expansion *x, pid_t pid)
 {
 	struct auth_target facts;
@@ -347,17 +386,29 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	/* Never the daemon, nor the client asking (its command line often matches). */
 	if (pid == getpid() || pid == x->caller.pid)
 		return 0;
-	if (!x->view.same && pidns_to_caller(&x->view, pid, &theirs) < 0)
-		return 0;
+	if (!x->view.same) {
+		r = pidns_to_caller(&x->view, pid, &theirs);
+		if (proto_shortage(r))
+			return unlooked(x, pid, 0, r);
+		if (r < 0)
+			return 0;
+	}
 	r = pin_open(pid, &pidfd);
 	if (r == -BTG_ERR_LIMIT) {
 		log_msg(LOG_WARNING, "client pid=%d: selection stopped: %u of %u pins in use",
 			(int)x->caller.pid, pin_count(), pin_budget());
 		return r;
 	}
+	if (proto_shortage(r))
+		return unlooked(x, pid, theirs, r);
 	if (r < 0 && r != -ENOSYS)
 		return 0;   /* gone */
-	if (!selected(x, pid, pidfd, &facts))
+	r = selected(x, pid, pidfd, &facts);
+	if (r < 0) {
+		pin_close(&pidfd);
+		return unlooked(x, pid, theirs, r);
+	}
+	if (!r)
 		goto skip;
 	t = add_target(x, theirs);
 	if (!t) {

@@ -141,18 +141,19 @@ static void fill_risk(const struct facts *f, int bound, struct proto_result *res
 	}
 }
 
-void report_fill(pid_t via, const struct report_known *known, struct proto_result *res)
+int report_fill(pid_t via, const struct report_known *known, struct proto_result *res)
 {
 	const char *objects[PROTO_MAX_SITES], *preload = NULL;
 	struct facts f;
 	char *env = NULL;
 	size_t len = 0;
-	int bound;
+	int bound, r;
 
 	res->uid = PROTO_UID_UNKNOWN;
 	res->risk = PROTO_RISK_UNKNOWN;
-	if (facts_read(via, known ? FACTS_CMDLINE : FACTS_UID | FACTS_EXE | FACTS_CMDLINE | FACTS_OBJECTS,
-		       &f) < 0)
+	r = facts_read(via, known ? FACTS_CMDLINE : FACTS_UID | FACTS_EXE | FACTS_CMDLINE | FACTS_OBJECTS,
+		       &f);
+	if (r < 0)
 		goto out;
 	if (known) {
 		size_t n = strlen(known->exe);
@@ -169,8 +170,12 @@ void report_fill(pid_t via, const struct report_known *known, struct proto_resul
 	/* The real uid is the process's, whichever thread we read it through. */
 	res->uid = f.p.uid;
 	snprintf(res->command, sizeof(res->command), "%s", f.cmdline);
-	if (procfs_read_pid_record(via, "environ", ENVIRON_MAX, &env, &len) == 0)
+	r = procfs_read_pid_record(via, "environ", ENVIRON_MAX, &env, &len);
+	if (r == 0)
 		res->warnings |= (uint8_t)report_env_warnings(env, len, &preload);
+	else if (proto_shortage(r))
+		goto out;   /* a preload we could not see may decide the risk */
+	r = 0;
 	if (nodefacts_other_mount_ns(via))
 		res->warnings |= PROTO_WARN_MOUNT_NS;
 	for (unsigned i = 0; i < res->nsites; i++)
@@ -183,4 +188,5 @@ void report_fill(pid_t via, const struct report_known *known, struct proto_resul
 out:
 	free(env);
 	facts_free(&f);
+	return proto_shortage(r) ? r : 0;
 }

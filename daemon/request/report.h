@@ -25,9 +25,11 @@ struct report_known {
  * Fills res->uid, command, risk, reason, warnings and the sites'
  * PROTO_SITE_BOUND flag, reading the process through via (a live task of
  * it), but for what known says (NULL: read everything).  res->sites must
- * already hold the process's definitions.
+ * already hold the process's definitions.  0, or -EMFILE, -ENFILE or
+ * -ENOMEM when the daemon was too short of descriptors or memory to read
+ * what it needed (the risk then stays unknown).
  */
-void report_fill(pid_t via, const struct report_known *known, struct proto_result *res);
+int report_fill(pid_t via, const struct report_known *known, struct proto_result *res);
 
 /*
  * The pure part of the bound-site rule (PROTOCOL.md, "Which definition

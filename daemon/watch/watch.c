@@ -303,8 +303,9 @@ static struct request *request_of(struct queue_entry *e)
 
 static bool worth_retrying(uint32_t err)
 {
+	/* Short of descriptors or memory ourselves: the process may be fine. */
 	return err == BTG_ERR_BUSY || err == BTG_ERR_STOP || err == BTG_ERR_LIMIT ||
-	       err == ENOMEM || err == BTG_ERR_SHARED;
+	       proto_error_is_shortage(err) || err == BTG_ERR_SHARED;
 }
 
 static struct rule_stats *stats_of(struct watch *w, const struct policy_rule *rule)
@@ -553,6 +554,12 @@ static int open_statm(struct watch *w, pid_t pid)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Never one of the last descriptors a request needs (the limit may
+	 * have been lowered since the budget was sized: prlimit). */
+	if (fd >= 0 && pin_fd_is_reserve(fd)) {
+		close(fd);
+		return -1;
+	}
 	if (fd >= 0)
 		w->nfds++;
 	return fd;
