@@ -519,7 +519,7 @@ static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
 	if (c->unreadable_other)
 		fprintf(f, ", %u unreadable", c->unreadable_other);
 	if (o->policy_problem) {
-		fputs("; policy not in force: ", f);
+		fputs("; policy: ", f);
 		output_nagios_text(f, o->policy_text);
 	}
 	fprintf(f, " | at_risk=%u;", c->at_risk);

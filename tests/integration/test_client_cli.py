@@ -969,8 +969,8 @@ def test_a_policy_not_in_force_is_a_nagios_warning_and_a_prometheus_series(fake)
     (line,) = lines(p)
     text, perf = line.split(" | ")
     # The file and line, and the '|' in the text shown as '/' (it would start the perfdata).
-    assert text == ("BTGUARD WARNING - 0 processes at risk of 2, 1 unreadable; policy not in "
-                    "force: /etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' / typo")
+    assert text == ("BTGUARD WARNING - 0 processes at risk of 2, 1 unreadable; policy: "
+                    "/etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' / typo")
     assert "policy_loaded=0" in perf.split()
     # Critical stays critical.
     d = fake(reply(notice_msg(why), *nagios_reply_messages(1)), name="d2.sock")

@@ -235,6 +235,37 @@ def test_a_bad_drop_in_at_start_still_serves_and_says_so(conf, tmp, test_user):
         assert "the last reload failed" in r.stderr and "typo: guard" in r.stdout, r
 
 
+def test_a_policy_not_in_force_is_seen_by_monitoring(conf):
+    """A bad drop-in after a good start: the Nagios check warns with the
+    file and line, and the Prometheus report stays whole (the sweep time
+    and rule counts) with btguard_policy_loaded 0; fixed, both say so."""
+    with running_daemon(args=("--config", str(conf))) as d:
+        def nagios():
+            return d.ctl("status", os.getpid(), "--format=nagios", json=False, timeout=QUICK)
+
+        def prometheus():
+            r = d.ctl("status", os.getpid(), "--format=prometheus", json=False, timeout=QUICK)
+            assert r.rc == 0, r
+            return r.stdout
+        assert nagios().rc == 0
+        assert "btguard_policy_loaded 1\n" in prometheus()
+        bad = dropins(conf) / "20-typo.conf"
+        bad.write_text(rule("typo", "/nonexistent/btg-typo") + "ation = guard\n")
+        d.ctl("reload", json=False, check=1, timeout=QUICK)
+        r = nagios()
+        assert r.rc == 1, r
+        assert r.stdout.startswith("BTGUARD WARNING - 0 processes at risk of 1; policy: the last "
+                                   f"reload failed: {bad}:4: unknown key"), r
+        text = prometheus()
+        assert "btguard_policy_loaded 0\n" in text
+        assert 'btguard_rule_guards_total{rule="main"} 0\n' in text
+        assert "\nbtguard_last_sweep_timestamp_seconds " in text, text
+        bad.unlink()
+        d.ctl("reload", check=0, timeout=QUICK)
+        assert nagios().rc == 0
+        assert "btguard_policy_loaded 1\n" in prometheus()
+
+
 # ---------------------------------------------------------- --check-config --
 
 def test_check_config_exit_codes_and_touches_nothing(conf, tmp):
