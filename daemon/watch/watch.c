@@ -269,7 +269,8 @@ static void retry_add(struct watch *w, pid_t pid, unsigned left)
 	}
 	if (w->nretry == MAX_RETRY)
 		return;   /* it waits for a change of its mappings instead */
-	w->retry[w->nretry++] = (struct retry){ .pid = pid, .left = left, .due = true };
+	w->retry[w->nretry++] = (struct retry){ .pid = pid, .left = left,
+						.short_left = SHORT_RETRIES, .due = true };
 }
 
 /* Processes that are gone are forgotten (fresh: this sweep's table, by PID). */
@@ -325,14 +326,19 @@ static void request_result(struct queue_entry *e, const struct proto_result *res
 	struct retry *r = retry_find(w, res->pid);
 
 	if (res->error != BTG_OK) {
-		if (!worth_retrying(res->error) || (r && r->left == 0)) {
+		bool ours = proto_error_is_shortage(res->error);
+
+		if (!worth_retrying(res->error) || (r && (ours ? r->short_left : r->left) == 0)) {
 			if (r)
 				retry_drop(w, r);
 		} else if (r) {
-			r->left--;
+			if (ours)
+				r->short_left--;
+			else
+				r->left--;
 			r->due = true;
 		} else {
-			retry_add(w, res->pid, RETRIES - 1);
+			retry_add(w, res->pid, ours ? RETRIES : RETRIES - 1);
 		}
 		return;
 	}

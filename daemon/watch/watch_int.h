@@ -23,6 +23,15 @@
 #define MAX_REQUESTS  16u     /* queued at once; more candidates wait for the next sweep */
 #define MAX_RETRY     1024u   /* processes remembered for another attempt */
 #define RETRIES       3u
+/*
+ * Attempts that failed because the daemon itself ran short of descriptors
+ * or memory do not count against RETRIES: a process that arrived during a
+ * shortage would otherwise stay unguarded once it passed.  They have a
+ * budget of their own, about a minute of sweeps at the default interval,
+ * so a daemon short for good does not log a failure per sweep forever
+ * (monitoring says UNKNOWN meanwhile).
+ */
+#define SHORT_RETRIES 60u
 
 struct proc {
 	pid_t pid;
@@ -42,6 +51,7 @@ struct rule_stats {
 struct retry {
 	pid_t pid;
 	unsigned left;            /* attempts it still gets after the next */
+	unsigned short_left;      /* of those failing for the daemon's shortage (SHORT_RETRIES) */
 	bool due;                 /* ask about it at the next sweep */
 };
 
