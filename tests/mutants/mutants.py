@@ -306,4 +306,15 @@ MUTANTS = [
      "completion/btguardctl",
      [("\t\t\tif [[ $after_blank ]]; then", "\t\t\tif true; then")],
      ["test_completion.py::test_selectors_and_options_are_those_of_help"]),
+    # -- a third round of survivors (issue 35) --
+    ("any REX-prefixed push undone as a push of r8-r15 (40 55 popped into r13)",
+     "daemon/arch/x86_64/arch_stub.h",
+     [("if (len >= 2 && code[0] == 0x41 && (code[1] & 0xf8) == 0x50) {",
+       "if (len >= 2 && (code[0] & 0xf0) == 0x40 && (code[1] & 0xf8) == 0x50) {")],
+     ["unit"]),
+    ("root's follow reserve held only against users who follow nothing yet",
+     "daemon/engine/follows.c",
+     [("\tif (uid != 0 && t->n >= FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE) {",
+       "\tif (uid != 0 && !u && t->n >= FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE) {")],
+     ["unit"]),
 ]
