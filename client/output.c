@@ -489,10 +489,27 @@ static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
 	return st;
 }
 
+/*
+ * A Nagios line's text: escaped as any text, and '|' shown as \x7c too,
+ * since the first '|' of the line starts the performance data
+ * (monitoring-plugins guidelines) and a path or a message may hold one.
+ */
+static void nagios_text(FILE *f, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		char one[ESCAPE_MAX + 1];
+
+		i += escape_next(s + i, n - i, ESCAPE_TEXT, one);
+		fputs(strcmp(one, "|") ? one : "\\x7c", f);
+	}
+}
+
 void output_nagios_unknown(FILE *f, const char *why)
 {
 	fputs("BTGUARD UNKNOWN - ", f);
-	output_text(f, why);
+	nagios_text(f, why);
 	fputc('\n', f);
 	fflush(f);
 }

@@ -88,7 +88,8 @@ int output_end(struct output *o);
 /*
  * --format=nagios when no verdict could be reached (the daemon cannot be
  * reached, or its reply was refused, cut off or malformed):
- * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does.
+ * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does and a '|' (which
+ * would start the performance data) shown as \x7c.
  */
 void output_nagios_unknown(FILE *f, const char *why);
 

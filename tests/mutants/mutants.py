@@ -317,4 +317,9 @@ MUTANTS = [
      [("\tif (uid != 0 && t->n >= FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE) {",
        "\tif (uid != 0 && !u && t->n >= FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE) {")],
      ["unit"]),
+    ("--format nagios (two words) not seen: a usage error exits 2 (CRITICAL), not 3",
+     "client/options.c",
+     [("\t\tif (c == format_opt && !strcmp(optarg, \"nagios\"))\n",
+       "\t\tif (c == format_opt && !strcmp(optarg, \"nagios\") && strchr(argv[optind - 1], '='))\n")],
+     ["test_nagios_plugin.py::test_usage_errors_exit_3_with_nagios_and_2_otherwise"]),
 ]
