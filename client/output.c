@@ -382,6 +382,18 @@ static void count(struct output_counts *c, const struct proto_result *res, bool 
 		c->warned++;
 }
 
+/*
+ * Everything written so far handed to the kernel: 0, or -errno of the
+ * write that failed (ENOSPC on a full disk), so the caller can say it.
+ */
+static int flushed(FILE *f)
+{
+	errno = 0;
+	if (fflush(f) != 0)
+		return errno ? -errno : -EIO;
+	return ferror(f) ? -EIO : 0;
+}
+
 int output_result(struct output *o, const struct proto_result *res)
 {
 	if (!is_armed(res))
@@ -404,9 +416,7 @@ int output_result(struct output *o, const struct proto_result *res)
 		print_human(o->out, res, o->verbose);
 		break;
 	}
-	if (fflush(o->out) != 0 || ferror(o->out))
-		return -EIO;
-	return 0;
+	return flushed(o->out);
 }
 
 static void print_prometheus(FILE *f, const struct output_counts *c, time_t t_s)
@@ -553,7 +563,7 @@ int output_rule(struct output *o, const struct proto_rule *r)
 		}
 		fputc('\n', f);
 	}
-	return ferror(f) ? -EIO : 0;
+	return flushed(f);
 }
 
 int output_end(struct output *o)
@@ -571,7 +581,5 @@ int output_end(struct output *o)
 			c->state[PROTO_PROC_PARTIAL], c->state[PROTO_PROC_UNGUARDED], c->at_risk,
 			c->failed ? ", " : "", c->failed, c->failed ? " failed" : "",
 			c->vanished ? ", " : "", c->vanished, c->vanished ? " exited meanwhile" : "");
-	if (fflush(o->out) != 0 || ferror(o->out))
-		return -EIO;
-	return 0;
+	return flushed(o->out);
 }

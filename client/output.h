@@ -66,8 +66,8 @@ struct output {
 
 /*
  * Counts one RESULT and prints it as the format says (the table prints
- * its header before the first row); returns 0, or -EIO if out could not
- * be written.
+ * its header before the first row); returns 0, or -errno of the write
+ * to out that failed (-EIO when stdio kept no errno).
  */
 int output_result(struct output *o, const struct proto_result *res);
 
@@ -81,7 +81,8 @@ int output_rule(struct output *o, const struct proto_rule *r);
 
 /*
  * After the last RESULT: the summary line, the Prometheus counts, or the
- * Nagios status line (its verdict in o->nagios).
+ * Nagios status line (its verdict in o->nagios).  Both return as
+ * output_result() does.
  */
 int output_end(struct output *o);
 

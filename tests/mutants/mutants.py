@@ -322,4 +322,12 @@ MUTANTS = [
      [("\t\tif (c == format_opt && !strcmp(optarg, \"nagios\"))\n",
        "\t\tif (c == format_opt && !strcmp(optarg, \"nagios\") && strchr(argv[optind - 1], '='))\n")],
      ["test_nagios_plugin.py::test_usage_errors_exit_3_with_nagios_and_2_otherwise"]),
+    ("--output's temporary file opened without O_EXCL (a link there written through)",
+     "client/outfile.c",
+     [("O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC", "O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC")],
+     ["test_client_outfile.py::test_a_link_planted_at_the_temporary_name_is_not_written_through"]),
+    ("--output's temporary file left behind by SIGTERM", "client/outfile.c",
+     [("\t\tif (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)",
+       "\t\tif (0 && sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)")],
+     ["test_client_outfile.py::test_a_signal_removes_the_temporary_file"]),
 ]
