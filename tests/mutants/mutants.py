@@ -330,4 +330,17 @@ MUTANTS = [
      [("\t\tif (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)",
        "\t\tif (0 && sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN)")],
      ["test_client_outfile.py::test_a_signal_removes_the_temporary_file"]),
+    ("a policy file opened without O_NONBLOCK (a lease or a FIFO swapped in blocks the loop)",
+     "daemon/watch/policyfile.c",
+     [("O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC", "O_RDONLY | O_NOCTTY | O_CLOEXEC")],
+     ["test_policy_files.py::test_a_drop_in_under_a_lease_is_refused_at_once_and_others_are_served"]),
+    # The first parameter alone: the bug would take kernel messages from /proc/kmsg.
+    ("a drop-in linked to a kernel interface's file read as policy", "daemon/watch/policyfile.c",
+     [("\t\tfs = kernel_fs_name(&sf);\n", "\t\tfs = NULL;\n")],
+     ["test_policy_files.py::test_a_drop_in_linked_to_a_kernel_file_is_refused_before_it_is_read"
+      "[/proc/sys/kernel/ostype]"]),
+    ("btguardd --check-config without --config requires the default file", "daemon/main.c",
+     [("\t\treturn check_config(policy_path, opt.config != NULL);",
+       "\t\treturn check_config(policy_path, true);")],
+     ["test_policy_files.py::test_check_config_without_config_and_without_the_default_file"]),
 ]
