@@ -311,7 +311,7 @@ MUTANTS = [
      "daemon/arch/x86_64/arch_stub.h",
      [("if (len >= 2 && code[0] == 0x41 && (code[1] & 0xf8) == 0x50) {",
        "if (len >= 2 && (code[0] & 0xf0) == 0x40 && (code[1] & 0xf8) == 0x50) {")],
-     ["unit"]),
+     ["unit", "test_entry_undo.py"]),
     ("root's follow reserve held only against users who follow nothing yet",
      "daemon/engine/follows.c",
      [("\tif (uid != 0 && t->n >= FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE) {",
