@@ -336,7 +336,7 @@ MUTANTS = [
      ["test_policy_files.py::test_a_drop_in_under_a_lease_is_refused_at_once_and_others_are_served"]),
     # The first parameter alone: the bug would take kernel messages from /proc/kmsg.
     ("a drop-in linked to a kernel interface's file read as policy", "daemon/watch/policyfile.c",
-     [("\t\tfs = kernel_fs_name(&sf);\n", "\t\tfs = NULL;\n")],
+     [("\t\tfs = kernel_fs_name(&sf);\n", "\t\tfs = kernel_fs_name(&sf) ? NULL : NULL;\n")],
      ["test_policy_files.py::test_a_drop_in_linked_to_a_kernel_file_is_refused_before_it_is_read"
       "[/proc/sys/kernel/ostype]"]),
     ("btguardd --check-config without --config requires the default file", "daemon/main.c",
