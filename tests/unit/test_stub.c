@@ -64,11 +64,12 @@ static void plan_follows_and_undoes_the_first_instruction(void **state)
 }
 
 /*
- * The undo table, byte by byte: every push opcode alone and behind every REX
- * prefix.  A push's undo pops the same register; only REX.B alone (41)
- * names r8-r15.  Any other prefix is refused (0): 40 55 is push %rbp, 48 53
- * push %rbx, and an undo that popped r13 or r11 for them would hand the
- * caller a callee-saved register holding something else.
+ * The undo table, byte by byte: every push opcode alone and behind every
+ * REX prefix (and ff /6 and push imm, which it never takes).  A push's undo
+ * pops the same register; only REX.B alone (41) names r8-r15.  Any other
+ * prefix is refused (0): 40 55 is push %rbp and 48 53 push %rbx, and an
+ * undo that popped r13 for the first would hand the caller r13 holding
+ * rbp's value (r11 for the second is not the register pushed either).
  */
 static void undo_pushes_only_what_it_can_name(void **state)
 {
@@ -110,6 +111,17 @@ static void undo_pushes_only_what_it_can_name(void **state)
 						 rex, op, undo[0], undo[1]);
 			}
 		}
+	}
+	/* The other pushes: ff /6 (push r/m64, alone and behind REX.B), push imm. */
+	for (unsigned modrm = 0xf0; modrm <= 0xf7; modrm++) {
+		static const uint8_t imm[][2] = { { 0x6a, 0x01 }, { 0x68, 0x01 } };
+		uint8_t alt[3] = { 0xff, (uint8_t)modrm, 0x90 };
+		uint8_t alt_rex[4] = { 0x41, 0xff, (uint8_t)modrm, 0x90 };
+
+		assert_int_equal(arch_entry_undo(alt, sizeof(alt), undo, &insn_len), 0);
+		assert_int_equal(arch_entry_undo(alt_rex, sizeof(alt_rex), undo, &insn_len), 0);
+		for (size_t i = 0; i < 2; i++)
+			assert_int_equal(arch_entry_undo(imm[i], 2, undo, &insn_len), 0);
 	}
 	/* 48 83 /5 with another register than %rsp is not ours either. */
 	static const uint8_t sub_rbx[4] = { 0x48, 0x83, 0xeb, 0x08 };
