@@ -3,8 +3,9 @@
  * Unit tests for follows.c: the follow table's shares.  A non-root uid
  * stops at its share, whatever is left; the non-root uids together stop
  * short of root's reserve, those already following some as well as new
- * ones; root fills the whole table; a slot given back is free again; and no follow lasts past FOLLOWS_MAX_HOLD_MS from its
- * process's start, however it is asked for again.
+ * ones; root fills the whole table; a slot given back is free again; and
+ * no follow lasts past FOLLOWS_MAX_HOLD_MS from its process's start,
+ * however it is asked for again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
