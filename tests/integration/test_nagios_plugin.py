@@ -33,7 +33,11 @@ USAGE_ERRORS = [
     (["frobnicate", "1"], "both"),
     (["--timeout", "x", "status", "1"], "both"),
     (["status", "--all", "--critical=x"], "both"),
+    (["status", "--all", "--critical", "x"], "both"),
+    (["status", "--all", "--warning=-1"], "both"),
     (["status", "--all", "--warning", "-1"], "both"),
+    (["status", "--all", "--output="], "both"),
+    (["status", "--all", "--output", ""], "both"),
     (["status", "1", "--deadline"], "first"),       # the missing value must come last
 ]
 
