@@ -223,6 +223,7 @@ check-quick:
 	$(MAKE) all victims unit
 	$(MAKE) fuzz-replay
 	$(call PYTEST,$(BUILD),tests/integration/test_client_cli.py tests/integration/test_layers.py \
+	    tests/integration/test_nagios_plugin.py \
 	    tests/integration/test_references.py \
 	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py))
 

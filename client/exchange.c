@@ -30,6 +30,16 @@ static const char *recv_error_text(int r)
 	return strerror(-r);
 }
 
+/* The report could not be written (r: -errno): said naming where it goes. */
+static int write_failed(const struct options *o, int r)
+{
+	if (o->output_path)
+		return status_fail(EXIT_FAILED, "cannot write %s: %s", o->output_path,
+				   strerror(-r));
+	return status_fail(EXIT_FAILED, "writing to standard %s: %s",
+			   o->out.out == stderr ? "error" : "output", strerror(-r));
+}
+
 /*
  * Reads RESULTs until DONE.  Returns the exit status; *nresults counts
  * what was printed, for the messages about a cut-off reply.
@@ -76,18 +86,18 @@ static int read_replies(struct ctl_conn *c, struct options *o, unsigned *nresult
 				run_go(&o->child);
 			if (o->run_argv && !o->out.verbose && res.error == BTG_OK)
 				break;   /* the command's output is what counts; failures are said */
-			if (output_result(&o->out, &res) < 0)
-				return status_fail(EXIT_FAILED, "writing to standard output: %s",
-						   strerror(EIO));
+			r = output_result(&o->out, &res);
+			if (r < 0)
+				return write_failed(o, r);
 			break;
 		case PROTO_KIND_RULE:
 			if (o->req.action != PROTO_ACTION_POLICY ||
 			    proto_decode_rule(payload, h.length, &rule) < 0)
 				return status_fail(EXIT_FAILED, "the daemon sent a malformed rule");
 			(*nresults)++;
-			if (output_rule(&o->out, &rule) < 0)
-				return status_fail(EXIT_FAILED, "writing to standard output: %s",
-						   strerror(EIO));
+			r = output_rule(&o->out, &rule);
+			if (r < 0)
+				return write_failed(o, r);
 			break;
 		case PROTO_KIND_NOTICE:
 			/* The daemon runs without the policy its files say (btguardd.conf(5)). */
@@ -147,9 +157,9 @@ static int read_replies(struct ctl_conn *c, struct options *o, unsigned *nresult
 			if (count != *nresults)
 				return status_fail(EXIT_FAILED, "the daemon announced %" PRIu32
 						   " results but sent %u", count, *nresults);
-			if (output_end(&o->out) < 0)
-				return status_fail(EXIT_FAILED, "writing to standard output: %s",
-						   strerror(EIO));
+			r = output_end(&o->out);
+			if (r < 0)
+				return write_failed(o, r);
 			o->ended = true;
 			if (o->out.format == OUTPUT_NAGIOS)
 				return (int)o->out.nagios;

@@ -186,6 +186,32 @@ static void parse_run(struct options *o, int n, char **cmd)
 	o->child.go_fd = o->child.err_fd = -1;
 }
 
+/*
+ * Leading ':' so a missing value and an unknown option can be told apart;
+ * opterr 0 so options_parse()'s messages are the only ones.
+ */
+#define SHORTOPTS ":s:jvt:d:hV"
+
+/*
+ * Whether the command line asks for --format=nagios, read as getopt_long
+ * reads it: "--format=nagios", "--format nagios", an abbreviation
+ * ("--form nagios"), up to "--"; a value of another option ("-s --format")
+ * is not one.  Nothing is said here: the real pass says what is wrong.
+ */
+static bool asks_for_nagios(int argc, char **argv, const char *shortopts,
+			    const struct option *longopts, int format_opt)
+{
+	bool nagios = false;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1)
+		if (c == format_opt && !strcmp(optarg, "nagios"))
+			nagios = true;
+	optind = 0;   /* glibc: the next getopt_long starts afresh */
+	return nagios;
+}
+
 void options_parse(int argc, char **argv, struct options *o)
 {
 	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
@@ -225,10 +251,7 @@ void options_parse(int argc, char **argv, struct options *o)
 	int c;
 
 	/* Before any usage error can be said: with --format=nagios it is UNKNOWN. */
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-		if (!strcmp(argv[i], "--format=nagios") ||
-		    (!strcmp(argv[i], "--format") && i + 1 < argc && !strcmp(argv[i + 1], "nagios")))
-			nagios_usage = true;
+	nagios_usage = asks_for_nagios(argc, argv, SHORTOPTS, longopts, OPT_FORMAT);
 	o->out.out = stdout;
 	o->socket_path = env && *env ? env : DEFAULT_SOCKET;
 	o->timeout_s = DEFAULT_TIMEOUT_S;
@@ -238,10 +261,8 @@ void options_parse(int argc, char **argv, struct options *o)
 	o->out.warning_unreadable = OUTPUT_NO_THRESHOLD;
 	o->out.critical_unreadable = OUTPUT_NO_THRESHOLD;
 
-	/* Leading ':' so a missing value and an unknown option can be told
-	 * apart; opterr 0 so the messages below are the only ones. */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:jvt:d:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, SHORTOPTS, longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (!*optarg)

@@ -387,6 +387,18 @@ static void count(struct output_counts *c, const struct proto_result *res, bool 
 		c->warned++;
 }
 
+/*
+ * Everything written so far handed to the kernel: 0, or -errno of the
+ * write that failed (ENOSPC on a full disk), so the caller can say it.
+ */
+static int flushed(FILE *f)
+{
+	errno = 0;
+	if (fflush(f) != 0)
+		return errno ? -errno : -EIO;
+	return ferror(f) ? -EIO : 0;
+}
+
 int output_result(struct output *o, const struct proto_result *res)
 {
 	if (!is_armed(res))
@@ -409,9 +421,7 @@ int output_result(struct output *o, const struct proto_result *res)
 		print_human(o->out, res, o->verbose);
 		break;
 	}
-	if (fflush(o->out) != 0 || ferror(o->out))
-		return -EIO;
-	return 0;
+	return flushed(o->out);
 }
 
 static void print_prometheus(FILE *f, const struct output *o, time_t t_s)
@@ -474,6 +484,23 @@ static void print_threshold(FILE *f, uint32_t t)
 		fprintf(f, "%" PRIu32, t);
 }
 
+/*
+ * A Nagios line's text: escaped as any text, and '|' shown as \x7c too,
+ * since the first '|' of the line starts the performance data
+ * (monitoring-plugins guidelines) and a path or a message may hold one.
+ */
+static void nagios_text(FILE *f, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		char one[ESCAPE_MAX + 1];
+
+		i += escape_next(s + i, n - i, ESCAPE_TEXT, one);
+		fputs(strcmp(one, "|") ? one : "\\x7c", f);
+	}
+}
+
 /* The state count n reaches against the "more than N" thresholds warn and crit. */
 static enum output_nagios_state over(unsigned n, uint32_t warn, uint32_t crit)
 {
@@ -520,7 +547,7 @@ static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
 		fprintf(f, ", %u unreadable", c->unreadable_other);
 	if (o->policy_problem) {
 		fputs("; policy: ", f);
-		output_nagios_text(f, o->policy_text);
+		nagios_text(f, o->policy_text);
 	}
 	fprintf(f, " | at_risk=%u;", c->at_risk);
 	print_threshold(f, o->warning);
@@ -538,29 +565,11 @@ static enum output_nagios_state print_nagios(FILE *f, const struct output *o)
 	return st;
 }
 
-/*
- * Text on a Nagios line: escaped as output_text() does, and no '|', which
- * would end the text and start the perfdata.
- */
-void output_nagios_text(FILE *f, const char *s)
-{
-	char *copy = strdup(s);
-
-	if (!copy) {
-		fputs("(out of memory)", f);
-		return;
-	}
-	for (char *p = copy; *p; p++)
-		if (*p == '|')
-			*p = '/';
-	output_text(f, copy);
-	free(copy);
-}
 
 void output_nagios_unknown(FILE *f, const char *why)
 {
 	fputs("BTGUARD UNKNOWN - ", f);
-	output_nagios_text(f, why);
+	nagios_text(f, why);
 	fputc('\n', f);
 	fflush(f);
 }
@@ -604,7 +613,7 @@ int output_rule(struct output *o, const struct proto_rule *r)
 		}
 		fputc('\n', f);
 	}
-	return ferror(f) ? -EIO : 0;
+	return flushed(f);
 }
 
 int output_end(struct output *o)
@@ -622,7 +631,5 @@ int output_end(struct output *o)
 			c->state[PROTO_PROC_PARTIAL], c->state[PROTO_PROC_UNGUARDED], c->at_risk,
 			c->failed ? ", " : "", c->failed, c->failed ? " failed" : "",
 			c->vanished ? ", " : "", c->vanished, c->vanished ? " exited meanwhile" : "");
-	if (fflush(o->out) != 0 || ferror(o->out))
-		return -EIO;
-	return 0;
+	return flushed(o->out);
 }

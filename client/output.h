@@ -77,8 +77,8 @@ struct output {
 
 /*
  * Counts one RESULT and prints it as the format says (the table prints
- * its header before the first row); returns 0, or -EIO if out could not
- * be written.
+ * its header before the first row); returns 0, or -errno of the write
+ * to out that failed (-EIO when stdio kept no errno).
  */
 int output_result(struct output *o, const struct proto_result *res);
 
@@ -92,19 +92,18 @@ int output_rule(struct output *o, const struct proto_rule *r);
 
 /*
  * After the last RESULT: the summary line, the Prometheus counts, or the
- * Nagios status line (its verdict in o->nagios).
+ * Nagios status line (its verdict in o->nagios).  Both return as
+ * output_result() does.
  */
 int output_end(struct output *o);
 
 /*
  * --format=nagios when no verdict could be reached (the daemon cannot be
  * reached, or its reply was refused, cut off or malformed):
- * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does.
+ * "BTGUARD UNKNOWN - WHY", WHY escaped as output_text does and a '|' (which
+ * would start the performance data) shown as \x7c.
  */
 void output_nagios_unknown(FILE *f, const char *why);
-
-/* Text for a Nagios line: escaped, and '|' (which starts the perfdata) shown as '/'. */
-void output_nagios_text(FILE *f, const char *s);
 
 /* Whether a failed result only says the process exited before its turn. */
 bool output_vanished(const struct proto_result *res);

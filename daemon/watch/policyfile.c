@@ -19,7 +19,16 @@
  * device or a socket is refused from stat() before it is opened, and the
  * open itself is O_NONBLOCK and O_NOCTTY with the type checked again on
  * the descriptor, so a file swapped for a FIFO between the two is refused
- * too, not waited on.  Every file is at most POLICY_MAX_FILE_SIZE bytes.
+ * too, not waited on; a file under another process's lease (F_SETLEASE),
+ * whose open would wait for the holder, is refused at once too.  Every
+ * file is at most POLICY_MAX_FILE_SIZE bytes.
+ *
+ * Root owning a file and nobody else writing it does not make it a
+ * configuration file: the regular files of the kernel's interfaces
+ * (/proc, /sys, ...) are root's too, and reading one may take what it
+ * reads (/proc/kmsg hands each message to one reader) or do something.
+ * Such a file, reached through a drop-in symlink, is refused from the
+ * open descriptor's file system, before a byte is read.
  *
  * Only drop-ins named NAME.conf are read (policy_dropin_name()): what a
  * package manager or an editor leaves beside them (x.conf.dpkg-old,
@@ -34,7 +43,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include "policy.h"
 
@@ -78,6 +90,46 @@ static const char *type_name(mode_t m)
 	if (S_ISREG(m))
 		return "a regular file";
 	return "of an unknown type";
+}
+
+/* Not in every <linux/magic.h>. */
+#ifndef CONFIGFS_MAGIC
+#define CONFIGFS_MAGIC 0x62656570
+#endif
+
+/* The kernel interface fd's file lives on, or NULL for a file system that stores files. */
+static const char *kernel_fs_name(const struct statfs *sf)
+{
+	switch ((unsigned long)sf->f_type) {
+	case PROC_SUPER_MAGIC:
+		return "proc";
+	case SYSFS_MAGIC:
+		return "sysfs";
+	case DEBUGFS_MAGIC:
+		return "debugfs";
+	case TRACEFS_MAGIC:
+		return "tracefs";
+	case SECURITYFS_MAGIC:
+		return "securityfs";
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+		return "cgroup";
+	case BPF_FS_MAGIC:
+		return "bpf";
+	case PSTOREFS_MAGIC:
+		return "pstore";
+	case EFIVARFS_MAGIC:
+		return "efivarfs";
+	case CONFIGFS_MAGIC:
+		return "configfs";
+	case BINFMTFS_MAGIC:
+		return "binfmt_misc";
+	case SELINUX_MAGIC:
+		return "selinuxfs";
+	case SMACK_MAGIC:
+		return "smackfs";
+	}
+	return NULL;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -154,7 +206,9 @@ static int open_trusted(int dirfd, const char *name, bool want_dir, struct stat 
 {
 	uid_t self = geteuid();
 	char real[PATH_MAX], why[128];
+	struct statfs sf;
 	struct stat st;
+	const char *fs;
 	int fd, r;
 
 	/* Before opening: a FIFO would block the open, a device may act on it. */
@@ -169,6 +223,9 @@ static int open_trusted(int dirfd, const char *name, bool want_dir, struct stat 
 		    (want_dir ? O_DIRECTORY : 0));
 	if (fd < 0) {
 		r = -errno;
+		if (r == -EWOULDBLOCK)
+			return refuse(err, r, "refused: another process holds a lease on it "
+				      "(opening it would wait for that process)");
 		return refuse(err, r, "cannot open: %s", strerror(-r));
 	}
 	/* Again on what was opened: it may have been replaced since. */
@@ -187,6 +244,20 @@ static int open_trusted(int dirfd, const char *name, bool want_dir, struct stat 
 	if (r < 0) {
 		refuse(err, r, "refused: %s", why);
 		goto out_close;
+	}
+	if (!want_dir) {
+		if (fstatfs(fd, &sf) < 0) {
+			r = -errno;
+			refuse(err, r, "cannot tell its file system: %s", strerror(-r));
+			goto out_close;
+		}
+		fs = kernel_fs_name(&sf);
+		if (fs) {
+			r = -EINVAL;
+			refuse(err, r, "refused: a file of the kernel's %s interface, not a "
+			       "configuration file", fs);
+			goto out_close;
+		}
 	}
 	r = fd_path(fd, name, real, sizeof(real));
 	if (r < 0) {

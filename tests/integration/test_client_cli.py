@@ -968,9 +968,9 @@ def test_a_policy_not_in_force_is_a_nagios_warning_and_a_prometheus_series(fake)
     assert p.returncode == 1, (p.stdout, p.stderr)
     (line,) = lines(p)
     text, perf = line.split(" | ")
-    # The file and line, and the '|' in the text shown as '/' (it would start the perfdata).
+    # The file and line, and the '|' in the text shown as \x7c (it would start the perfdata).
     assert text == ("BTGUARD WARNING - 0 processes at risk of 2, 1 unreadable; policy: "
-                    "/etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' / typo")
+                    "/etc/btguard/btguardd.conf.d/x.conf:3: unknown key 'ation' \\x7c typo")
     assert "policy_loaded=0" in perf.split()
     # Critical stays critical.
     d = fake(reply(notice_msg(why), *nagios_reply_messages(1)), name="d2.sock")

@@ -11,6 +11,7 @@ others, a file over the size limit.  Each refusal must be
 "FILE: refused: reason", at once, with the policy in force kept.
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -99,6 +100,90 @@ def test_a_fifo_drop_in_is_refused_at_once_and_others_are_served(conf):
     with running_daemon(args=("--config", str(conf))) as d:
         assert f"{fifo}: refused: a FIFO, not a regular file" in d.log()
         assert d.ctl("status", os.getpid(), check=None, timeout=QUICK).rc in (0, 4)
+
+
+LEASE_HOLDER = """
+import fcntl, os, signal, sys, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)   # the kernel's "give it back"
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@contextlib.contextmanager
+def lease_held(path):
+    """A write lease on path held by another process: an open by anyone
+    else waits for the holder to let go, up to lease-break-time (45 s by
+    default), unless it is O_NONBLOCK.  The holder never lets go; it is
+    killed (by PID) at the end, which frees any open still waiting."""
+    holder = subprocess.Popen(["/usr/bin/python3", "-c", LEASE_HOLDER, str(path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if holder.stdout.readline() != "held\n":
+            holder.kill()
+            pytest.skip(f"no write lease here: {holder.communicate()[1].strip()}")
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_drop_in_under_a_lease_is_refused_at_once_and_others_are_served(conf):
+    leased = dropins(conf) / "20-leased.conf"
+    why = "another process holds a lease on it (opening it would wait for that process)"
+    with running_daemon(args=("--config", str(conf))) as d:
+        leased.write_text(rule("leased", "/nonexistent/btg-leased"))
+        leased.chmod(0o644)
+        got = {}
+
+        def reload():
+            try:
+                got["reload"] = d.ctl("reload", json=False, check=None, timeout=QUICK)
+            except subprocess.TimeoutExpired as e:
+                got["reload"] = e
+
+        with lease_held(leased):
+            t0 = time.monotonic()
+            th = threading.Thread(target=reload)
+            th.start()
+            time.sleep(0.2)
+            status = d.ctl("status", os.getpid(), check=None, timeout=QUICK)
+            th.join(QUICK + 5)
+            assert time.monotonic() - t0 < QUICK
+            assert status.rc in (0, 4) and len(status.results) == 1, status
+            r = got["reload"]
+            assert not isinstance(r, Exception), r
+            assert r.rc == 1 and f"{leased}: refused: {why}" in r.stderr, r
+            assert rule_names(d) == {"main"}
+            p = check_config(conf)
+            assert p.returncode == 1 and f"{leased}: refused: {why}" in p.stderr, p
+        # Let go: read as any other.
+        d.ctl("reload", check=0, timeout=QUICK)
+        assert rule_names(d) == {"main", "leased"}
+
+
+@pytest.mark.parametrize("target", ["/proc/sys/kernel/ostype", "/sys/kernel/uevent_seqnum",
+                                    "/proc/kmsg"])
+def test_a_drop_in_linked_to_a_kernel_file_is_refused_before_it_is_read(conf, target):
+    """/proc/kmsg is a regular file of root's, mode 0400: it passes every
+    owner and mode check, and each read takes kernel messages from whoever
+    else reads them (journald).  Refused from its file system, unread."""
+    if not os.path.exists(target):
+        pytest.skip(f"no {target} here")
+    link = dropins(conf) / "30-kernel.conf"
+    link.symlink_to(target)
+    fs = "sysfs" if target.startswith("/sys/") else "proc"
+    why = f"refused: a file of the kernel's {fs} interface, not a configuration file"
+    p = check_config(conf)
+    assert p.returncode == 1 and p.stderr == f"{link}: {why}\n", p
+    with running_daemon(args=("--config", str(conf))) as d:
+        assert f"{link}: {why}" in d.log()
+        link.unlink()
+        d.ctl("reload", check=0, timeout=QUICK)
+        link.symlink_to(target)
+        refused_by_reload(d, link, why.removeprefix("refused: "))
 
 
 # ------------------------------------------------------------- not trusted --
@@ -286,3 +371,18 @@ def test_check_config_exit_codes_and_touches_nothing(conf, tmp):
     p = subprocess.run([str(BTGUARDD), "--check-config", "--config", str(tmp / "missing")],
                        capture_output=True, text=True, timeout=QUICK)
     assert p.returncode == 1 and "missing: cannot open" in p.stderr, p
+
+
+def test_check_config_without_config_and_without_the_default_file():
+    """What the unit's ExecReload= runs.  The daemon runs without
+    /etc/btguard/btguardd.conf (no policy), so --check-config says that
+    is valid too.  Where /etc/btguard exists, an empty tmpfs hides it in a
+    mount namespace of the test's own; /etc itself is never touched."""
+    cmd = [str(BTGUARDD), "--check-config"]
+    if os.path.lexists("/etc/btguard"):
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o mode=0755 btg-empty /etc/btguard && exec "$@"', "sh", *cmd]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=QUICK)
+    assert p.returncode == 0 and p.stderr == "", p
+    assert p.stdout == "/etc/btguard/btguardd.conf: valid: 0 rule(s), 0 guard rule(s), " \
+                       "sweep every 1000 ms\n", p

@@ -2,9 +2,10 @@
 /*
  * Unit tests for follows.c: the follow table's shares.  A non-root uid
  * stops at its share, whatever is left; the non-root uids together stop
- * short of root's reserve; root fills the whole table; a slot given back
- * is free again; and no follow lasts past FOLLOWS_MAX_HOLD_MS from its
- * process's start, however it is asked for again.
+ * short of root's reserve, those already following some as well as new
+ * ones; root fills the whole table; a slot given back is free again; and
+ * no follow lasts past FOLLOWS_MAX_HOLD_MS from its process's start,
+ * however it is asked for again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,6 +73,37 @@ static void users_together_leave_roots_reserve(void **state)
 	free(t);
 }
 
+/*
+ * Root's reserve holds against every user, also one that already follows
+ * processes and is below its share: the users' slots are counted together.
+ */
+static void roots_reserve_holds_against_users_below_their_share(void **state)
+{
+	struct follows *t = fresh();
+	char why[PROTO_MAX_MESSAGE + 1];
+	uint32_t per = FOLLOWS_PER_UID / 2;
+	uid_t uid = 3000;
+
+	(void)state;
+	/* Users each holding half their share fill all but root's reserve. */
+	for (uint32_t i = 0; i < FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE; i++) {
+		if (follows_of(t, uid) == per)
+			uid++;
+		assert_int_equal(take(t, uid, why), 0);
+	}
+	/* Each of them, and the last one with room in its share, is refused. */
+	for (uid_t u = 3000; u <= uid; u++) {
+		assert_true(follows_of(t, u) < FOLLOWS_PER_UID);
+		assert_int_equal(take(t, u, why), -BTG_ERR_LIMIT);
+		assert_non_null(strstr(why, "root's reserve"));
+	}
+	assert_int_equal(t->n, FOLLOWS_MAX - FOLLOWS_ROOT_RESERVE);
+	for (uint32_t i = 0; i < FOLLOWS_ROOT_RESERVE; i++)
+		assert_int_equal(take(t, 0, why), 0);
+	assert_int_equal(t->n, FOLLOWS_MAX);
+	free(t);
+}
+
 static void root_may_fill_the_table(void **state)
 {
 	struct follows *t = fresh();
@@ -126,6 +158,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_user_stops_at_its_share),
 		cmocka_unit_test(users_together_leave_roots_reserve),
+		cmocka_unit_test(roots_reserve_holds_against_users_below_their_share),
 		cmocka_unit_test(root_may_fill_the_table),
 		cmocka_unit_test(uids_come_and_go),
 		cmocka_unit_test(a_follow_ends_in_time_from_its_process_start),

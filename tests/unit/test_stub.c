@@ -63,6 +63,75 @@ static void plan_follows_and_undoes_the_first_instruction(void **state)
 	check_plan(push_rsp, 0, "\x31\xc0\xc3", 3);
 }
 
+/*
+ * The undo table, byte by byte: every push opcode alone and behind every
+ * REX prefix (and ff /6 and push imm, which it never takes).  A push's undo
+ * pops the same register; only REX.B alone (41) names r8-r15.  Any other
+ * prefix is refused (0): 40 55 is push %rbp and 48 53 push %rbx, and an
+ * undo that popped r13 for the first would hand the caller r13 holding
+ * rbp's value (r11 for the second is not the register pushed either).
+ */
+static void undo_pushes_only_what_it_can_name(void **state)
+{
+	uint8_t code[16], undo[ARCH_CHANGE_MAX];
+	size_t insn_len, n;
+
+	(void)state;
+	for (unsigned op = 0x50; op <= 0x57; op++) {
+		memset(code, 0x90, sizeof(code));
+		code[0] = (uint8_t)op;
+		insn_len = 99;
+		n = arch_entry_undo(code, sizeof(code), undo, &insn_len);
+		if (op == 0x54) {            /* push %rsp: not followed */
+			assert_int_equal(n, 0);
+			continue;
+		}
+		assert_int_equal(n, 1);
+		assert_int_equal(insn_len, 1);
+		assert_int_equal(undo[0], 0x58 + (op & 7));
+	}
+	for (unsigned rex = 0x40; rex <= 0x4f; rex++) {
+		for (unsigned op = 0; op <= 0xff; op++) {
+			memset(code, 0x90, sizeof(code));
+			code[0] = (uint8_t)rex;
+			code[1] = (uint8_t)op;
+			insn_len = 99;
+			n = arch_entry_undo(code, sizeof(code), undo, &insn_len);
+			if (rex == 0x41 && op >= 0x50 && op <= 0x57) {
+				/* push %r8..%r15 -> pop the same one */
+				assert_int_equal(n, 2);
+				assert_int_equal(insn_len, 2);
+				assert_int_equal(undo[0], 0x41);
+				assert_int_equal(undo[1], 0x58 + (op & 7));
+			} else if (rex == 0x48 && op == 0x83) {
+				continue;            /* sub $imm8,%rsp: below */
+			} else {
+				if (n != 0)
+					fail_msg("%02x %02x taken as undoable (undo %02x %02x)",
+						 rex, op, undo[0], undo[1]);
+			}
+		}
+	}
+	/* The other pushes: ff /6 (push r/m64, alone and behind REX.B), push imm. */
+	for (unsigned modrm = 0xf0; modrm <= 0xf7; modrm++) {
+		static const uint8_t imm[][2] = { { 0x6a, 0x01 }, { 0x68, 0x01 } };
+		uint8_t alt[3] = { 0xff, (uint8_t)modrm, 0x90 };
+		uint8_t alt_rex[4] = { 0x41, 0xff, (uint8_t)modrm, 0x90 };
+
+		assert_int_equal(arch_entry_undo(alt, sizeof(alt), undo, &insn_len), 0);
+		assert_int_equal(arch_entry_undo(alt_rex, sizeof(alt_rex), undo, &insn_len), 0);
+		for (size_t i = 0; i < 2; i++)
+			assert_int_equal(arch_entry_undo(imm[i], 2, undo, &insn_len), 0);
+	}
+	/* 48 83 /5 with another register than %rsp is not ours either. */
+	static const uint8_t sub_rbx[4] = { 0x48, 0x83, 0xeb, 0x08 };
+	assert_int_equal(arch_entry_undo(sub_rbx, 4, undo, &insn_len), 0);
+	/* Cut short: nothing is taken for a whole instruction. */
+	static const uint8_t push_r12[2] = { 0x41, 0x54 };
+	assert_int_equal(arch_entry_undo(push_r12, 1, undo, &insn_len), 0);
+	assert_int_equal(arch_entry_undo(push_r12, 2, undo, &insn_len), 2);
+}
+
 static void plan_covers_an_entry_it_cannot_undo(void **state)
 {
 	(void)state;
@@ -209,6 +278,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(plan_follows_and_undoes_the_first_instruction),
+		cmocka_unit_test(undo_pushes_only_what_it_can_name),
 		cmocka_unit_test(plan_covers_an_entry_it_cannot_undo),
 		cmocka_unit_test(plan_with_endbr64_keeps_landing_pad),
 		cmocka_unit_test(classify_sees_through_a_breakpoint_on_the_entry),
