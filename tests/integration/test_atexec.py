@@ -48,9 +48,27 @@ def ctl_argv(d, *args, user=None):
 
 
 def launch(*argv, script=LAUNCHER, user=None, env=None):
-    """A process about to exec argv once a byte arrives on its stdin."""
-    return subprocess.Popen(user_prefix(user) + [sys.executable, "-c", script, *argv],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    """A process about to exec argv once a byte arrives on its stdin.
+
+    With a user, returned once setpriv has exec'd the interpreter: before
+    that the process is root's, then (its credentials just changed) not
+    dumpable, and the user may rightly not act on it."""
+    p = subprocess.Popen(user_prefix(user) + [sys.executable, "-c", script, *argv],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    if user is not None:
+        python = os.path.realpath(sys.executable)
+        deadline = time.monotonic() + TIMEOUT
+
+        def exe():
+            try:
+                return os.readlink(f"/proc/{p.pid}/exe")
+            except OSError:
+                return None
+        while exe() != python:
+            assert p.poll() is None and time.monotonic() < deadline, \
+                f"the launcher never became {python} (exit {p.poll()})"
+            time.sleep(0.005)
+    return p
 
 
 def assert_untouched(pid):
