@@ -1,4 +1,4 @@
-"""A daemon short of descriptors says so, at every limit.
+"""A daemon short of descriptors or memory says so, at every limit.
 
 The daemon's RLIMIT_NOFILE is set (prlimit, from outside) to every value
 from the descriptors it has open plus one up to the first that lets the
@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from btg.daemon import running_daemon
-from btg.procfs import thread_problems, wait_threads_running
+from btg.procfs import is_sanitized, thread_problems, wait_threads_running
 from btg.victims import start, victim_path
 
 SHORTAGE = {"EMFILE", "ENFILE", "ENOMEM"}
@@ -209,3 +209,26 @@ def test_policy_sweep_short_of_descriptors_guards_once_it_can(victim, fake_torch
         wait_threads_running(v.pid)
         [res] = d.ctl("status", v.pid, check=0).results
         assert res["state"] == "guarded", res
+
+
+def test_status_all_short_of_memory_is_never_ok(at_risk):
+    """The daemon's address space limited to what it maps now plus 0 to
+    64 MiB: with a process at risk on the node, the Nagios check says
+    CRITICAL (it read that one) or UNKNOWN (it ran short), never OK."""
+    v, _ = at_risk
+    with running_daemon() as d:
+        if is_sanitized(d.pid):
+            pytest.skip("AddressSanitizer's allocator needs address space of its own")
+        d.ctl("status", "--all")
+        soft, hard = resource.prlimit(d.pid, resource.RLIMIT_AS)
+        try:
+            for mib in range(0, 66, 2):
+                with open(f"/proc/{d.pid}/status") as f:
+                    vm = int(next(line for line in f if line.startswith("VmSize:")).split()[1])
+                resource.prlimit(d.pid, resource.RLIMIT_AS, (vm * 1024 + mib * 2**20, hard))
+                n = d.ctl("status", "--all", "--format=nagios", json=False)
+                assert n.rc in (2, 3), (mib, n.stdout, n.stderr)
+                d.alive()
+        finally:
+            resource.prlimit(d.pid, resource.RLIMIT_AS, (soft, hard))
+        assert not thread_problems(v.pid)
