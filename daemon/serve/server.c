@@ -236,7 +236,7 @@ static int loop_timeout_ms(const struct server *srv)
  * a thousand times a second wakes the loop a few hundred times, not a
  * thousand; the kernel queues the events meanwhile.
  */
-static void watch_events_sync(struct server *srv, uint64_t t_ms)
+static void epoll_follow_exec_events(struct server *srv, uint64_t t_ms)
 {
 	unsigned gen;
 	int fd = watch_events_fd(srv->watch, &gen);
@@ -361,7 +361,7 @@ static int server_init(struct server *srv, const struct server_config *cfg)
 	if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, cfg->listen_fd, &ev) < 0)
 		return -errno;
 	srv->listening = true;
-	watch_events_sync(srv, now_ms());
+	epoll_follow_exec_events(srv, now_ms());
 	/* What a fresh daemon would report: so "serving" stays until something happens. */
 	snprintf(srv->status, sizeof(srv->status), "0 clients, 0 requests served");
 	return 0;
@@ -444,7 +444,7 @@ int server_run(const struct server_config *cfg)
 			conn_bury(&srv.conns);
 		}
 		/* The policy's sweep: a bounded step when one is due. */
-		watch_events_sync(&srv, t_ms);   /* a reload in this turn may have changed it */
+		epoll_follow_exec_events(&srv, t_ms);   /* a reload in this turn may have changed it */
 		watch_step(srv.watch, t_ms);
 		notify_status(&srv, t_ms);
 		if (t_ms >= idle_deadline_ms(&srv)) {

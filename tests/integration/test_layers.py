@@ -167,3 +167,21 @@ def test_no_new_include_rings():
     assert not rings, f"modules including one another: {rings}"
     stale = [r for r in KNOWN_RINGS if r not in include_rings()]
     assert not stale, f"no longer a ring, drop from KNOWN_RINGS: {stale}"
+
+
+# A function declared in a header (the module's interface) and a static of
+# the same name elsewhere read as one function in a grep or a backtrace.
+EXPORTED = re.compile(r"^(?!static\b)[a-z][\w \*]*?\b([a-z_]\w*)\(", re.M)
+STATIC_DEF = re.compile(r"^static\b[\w \*]*?\b([a-z_]\w*)\([^;]*$", re.M)
+
+
+def test_no_static_shares_an_exported_functions_name():
+    exported = {}
+    for h in sorted(DAEMON.rglob("*.h")) + sorted((REPO / "proto").glob("*.h")):
+        for name in EXPORTED.findall(h.read_text()):
+            exported.setdefault(name, h.relative_to(REPO))
+    clashes = [f"{c.relative_to(REPO)}: static {name}() beside {exported[name]}'s"
+               for c in sorted(DAEMON.rglob("*.c"))
+               for name in STATIC_DEF.findall(c.read_text()) if name in exported]
+    assert not clashes, "\n".join(clashes)
+    assert "watch_events_sync" in exported, "the pattern finds no exported function any more"
