@@ -287,7 +287,6 @@ int scanwork_begin(const struct stackcheck_span *spans, size_t nspans, struct sc
 {
 	struct scanwork_batch *b;
 
-	*ret = NULL;
 	if (nspans > sizeof(b->spans) / sizeof(b->spans[0]) || !worker_running())
 		return -EAGAIN;
 	b = calloc(1, sizeof(*b));
