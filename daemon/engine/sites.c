@@ -377,8 +377,9 @@ out_free:
 /*
  * s->state, ->held and ->breakpoint from s->mem.  Bytes that are foreign to
  * the plan may be a stub an older btguard put at the entry (before it
- * stepped over first instructions): guarded all the same, and an unguard
- * puts the original back where that stub is.
+ * stepped over first instructions): guarded all the same (or torn, by a
+ * uprobe on the entry it covers), and an unguard puts the original back
+ * where that stub is.
  */
 static void classify(struct site *s)
 {
@@ -389,10 +390,13 @@ static void classify(struct site *s)
 	if (s->state != PROTO_SITE_FOREIGN ||
 	    stub_plan_at_entry(s->orig, s->ctx_len, arch_cpu_features(), &at_entry) < 0)
 		return;
-	if (stub_classify(s->orig, s->mem, s->ctx_len, &at_entry, &s->breakpoint) ==
-	    PROTO_SITE_GUARDED) {
+	bool breakpoint;
+	int state = stub_classify(s->orig, s->mem, s->ctx_len, &at_entry, &breakpoint);
+
+	if (state == PROTO_SITE_GUARDED || state == PROTO_SITE_TORN) {
 		s->held = at_entry;
-		s->state = PROTO_SITE_GUARDED;
+		s->state = state;
+		s->breakpoint = breakpoint;
 	}
 }
 
@@ -411,7 +415,7 @@ int sites_read(pid_t pid, struct site_list *list)
 
 int sites_proc_state(const struct site_list *list)
 {
-	size_t guarded = 0, original = 0;
+	size_t guarded = 0, original = 0, torn = 0;
 
 	if (list->n == 0)
 		return PROTO_PROC_NONE;
@@ -420,10 +424,13 @@ int sites_proc_state(const struct site_list *list)
 			return PROTO_PROC_FOREIGN;
 		if (list->v[i].state == PROTO_SITE_GUARDED)
 			guarded++;
+		else if (list->v[i].state == PROTO_SITE_TORN)
+			torn++;
 		else
 			original++;
 	}
-	if (guarded && original)
+	/* A torn site is part ours, part not: never "guarded", nor "unguarded" (nothing to undo). */
+	if (torn || (guarded && original))
 		return PROTO_PROC_PARTIAL;
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }

@@ -98,13 +98,53 @@ static bool is_breakpoint(const uint8_t *p)
 	return false;
 }
 
+/*
+ * The bytes inside the change, one breakpoint-sized unit at a time (on
+ * aarch64 an instruction, on x86-64 a byte: where the kernel's and a
+ * debugger's breakpoints go and what a uprobe's removal writes back):
+ * each must be the stub's, the file's or a breakpoint, or the site is
+ * foreign.  PROTO_SITE_GUARDED when every unit is the stub's,
+ * PROTO_SITE_TORN when some are and some are not (the file's unit a
+ * removed uprobe wrote back, or a breakpoint over ours),
+ * PROTO_SITE_ORIGINAL when none is ours (the file's, breakpoints over it).
+ */
+static int classify_change(const uint8_t *orig, const uint8_t *seen, const uint8_t *guarded,
+			   const struct stub_plan *plan, bool *breakpoint)
+{
+	size_t end = plan->offset + plan->len;
+	bool ours = false, others = false;
+
+	if (plan->offset % ARCH_BREAKPOINT_LEN || plan->len % ARCH_BREAKPOINT_LEN)
+		return PROTO_SITE_FOREIGN;  /* cannot be: units are instructions */
+	for (size_t u = plan->offset; u < end; u += ARCH_BREAKPOINT_LEN) {
+		bool file = !memcmp(seen + u, orig + u, ARCH_BREAKPOINT_LEN);
+
+		if (!memcmp(seen + u, guarded + u, ARCH_BREAKPOINT_LEN)) {
+			ours = ours || !file;
+		} else if (file) {
+			others = true;
+		} else if (is_breakpoint(seen + u)) {
+			others = true;
+			*breakpoint = true;
+		} else {
+			return PROTO_SITE_FOREIGN;
+		}
+	}
+	if (!ours)
+		return PROTO_SITE_ORIGINAL;
+	return others ? PROTO_SITE_TORN : PROTO_SITE_GUARDED;
+}
+
 int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
 		  const struct stub_plan *plan, bool *ret_breakpoint)
 {
 	uint8_t guarded[256], seen[256];
+	size_t end = plan->offset + plan->len;
+	bool breakpoint = false;
+	int state;
 
 	*ret_breakpoint = false;
-	if (len > sizeof(guarded) || len < plan->offset + plan->len)
+	if (len > sizeof(guarded) || len < end)
 		return PROTO_SITE_FOREIGN;
 	memcpy(seen, mem, len);
 	/*
@@ -115,13 +155,26 @@ int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
 	if (plan->offset >= ARCH_BREAKPOINT_LEN && is_breakpoint(mem) &&
 	    memcmp(orig, mem, ARCH_BREAKPOINT_LEN)) {
 		memcpy(seen, orig, ARCH_BREAKPOINT_LEN);
-		*ret_breakpoint = true;
+		breakpoint = true;
 	}
 	stub_apply(orig, len, plan, guarded);
-	if (!memcmp(seen, guarded, len))
+	if (!memcmp(seen, guarded, len)) {
+		*ret_breakpoint = breakpoint;
 		return PROTO_SITE_GUARDED;
-	if (!memcmp(seen, orig, len))
-		return PROTO_SITE_ORIGINAL;
-	*ret_breakpoint = false;
-	return PROTO_SITE_FOREIGN;
+	}
+	/* Outside the change nobody's bytes but the file's: both forms hold them there. */
+	if (memcmp(seen, orig, plan->offset) || memcmp(seen + end, orig + end, len - end))
+		return PROTO_SITE_FOREIGN;
+	/*
+	 * Inside it, a uprobe at an instruction of the file that starts there
+	 * writes its breakpoint over our bytes, runs the file's instruction on
+	 * a hit and resumes after it in ours, and writes the file's unit back
+	 * when it goes (SECURITY.md): our bytes with some of the file's are
+	 * torn, not foreign, so guard can repair them.  Nobody else writes a
+	 * mix of our bytes and the file's.
+	 */
+	state = classify_change(orig, seen, guarded, plan, &breakpoint);
+	if (state != PROTO_SITE_FOREIGN)
+		*ret_breakpoint = breakpoint;
+	return state;
 }

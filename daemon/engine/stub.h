@@ -47,11 +47,17 @@ void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, u
 
 /*
  * Classifies the bytes a target holds (mem) against the object file's
- * (orig): PROTO_SITE_ORIGINAL, PROTO_SITE_GUARDED or PROTO_SITE_FOREIGN.
- * When the original already equals the stub, the site counts as guarded.
- * A breakpoint (ARCH_BREAKPOINTS) over a first instruction the plan leaves
- * alone is somebody else's, not a change of ours or a foreign one: the
- * rest decides, and *ret_breakpoint says it is there.
+ * (orig): PROTO_SITE_ORIGINAL, PROTO_SITE_GUARDED, PROTO_SITE_TORN or
+ * PROTO_SITE_FOREIGN.  When the original already equals the stub, the
+ * site counts as guarded.  A breakpoint (ARCH_BREAKPOINTS) over a first
+ * instruction the plan leaves alone is somebody else's, not a change of
+ * ours or a foreign one: the rest decides.  Inside the change, each
+ * instruction-sized unit may hold the stub's bytes, the file's or a
+ * breakpoint: all the stub's is guarded; none of them the stub's (the
+ * file's, breakpoints over it) is original; a mix is torn, what a uprobe
+ * inside the change leaves while it is there and after it went.  Outside
+ * the change anything but the file's bytes is foreign.  *ret_breakpoint
+ * says a breakpoint is there, on the entry or inside the change.
  */
 int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
 		  const struct stub_plan *plan, bool *ret_breakpoint);

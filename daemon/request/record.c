@@ -74,6 +74,13 @@ static const char *action_message_id(const struct proto_result *res)
 static int action_priority(const struct auth_caller *caller, const struct proto_result *res,
 			   bool surveyed)
 {
+	/*
+	 * A torn site (a uprobe inside the guard's bytes, or the file's bytes
+	 * its removal wrote back) may crash the process at its next call:
+	 * what must never pass unseen, even in a survey.
+	 */
+	if (res->warnings & PROTO_WARN_TORN)
+		return LOG_CRIT;
 	if (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS)
 		return LOG_DEBUG;
 	if (res->error == BTG_OK)
@@ -101,6 +108,9 @@ void record_action(const struct auth_caller *caller, pid_t target, const char *e
 		return;
 	log_escape(exe_s, sizeof(exe_s), exe && *exe ? exe : "?");
 	log_escape(detail, sizeof(detail), res->message);
+	if (!detail[0] && (res->warnings & PROTO_WARN_TORN))
+		snprintf(detail, sizeof(detail), "%s",
+			 "a site is torn (a breakpoint inside the guard's bytes, or the file's bytes a removed uprobe wrote back): a call to backtrace() may crash until guard repairs it");
 	/* Rule names are [A-Za-z0-9._-] (policy.c): nothing to escape. */
 	if (caller->rule)
 		snprintf(by, sizeof(by), "rule %s (uid=%u gid=%u pid=%d)", rule,

@@ -11,25 +11,35 @@ while not:
 
 - a uprobe attached to a guarded process, hit by every thread, detached;
 - guard and unguard with a uprobe attached, then detached;
-- attaching and detaching racing guard and unguard, many times.
+- attaching and detaching racing guard and unguard, many times;
+- a uprobe at an instruction of the file that starts inside the bytes the
+  guard changes (on Debian 12's glibc, +1 and +4): attached before the
+  guard, the guard writes over its breakpoint and the process lives on
+  guarded; attached after it (to a job-stopped process: hit, it would
+  crash it, SECURITY.md), status says "torn", and again once the probe's
+  removal wrote the file's byte back, at critical level in the log, and
+  guard repairs it.
 
 The uprobes are the kernel's own (perf_event_open, no BPF), filtered to the
 victim so the rest of the machine is not probed.
 """
 
 import os
+import signal
 import threading
 import time
 
 import pytest
 
 from btg.daemon import guard_ok, one, unguard_ok
-from btg.sites import Site
+from btg.procfs import task_states, wait_for, wait_threads_running
+from btg.sites import Site, change_range, instruction_starts
 from btg.uprobes import BREAKPOINT, Uprobe, uprobes_work
 from btg.victims import wait_behaviour
 
 CYCLES = int(os.environ.get("BTGUARD_UPROBE_CYCLES", "20"))
 RACE_SECONDS = float(os.environ.get("BTGUARD_UPROBE_RACE_S", "8"))
+INSIDE_CYCLES = int(os.environ.get("BTGUARD_UPROBE_INSIDE_CYCLES", "10"))
 
 pytestmark = pytest.mark.skipif(uprobes_work() is not None, reason=str(uprobes_work()))
 
@@ -158,3 +168,67 @@ def test_uprobes_racing_guard_and_unguard(daemon, victim):
     wait_behaviour(v, zero=False)
     guard_ok(daemon, v.pid)
     wait_behaviour(v, zero=True)
+
+
+def starts_inside_the_change(site):
+    """The run-time addresses of the file's instructions that start in the
+    bytes the guard changes: where a uprobe's tool may put one there."""
+    lo, hi = change_range(site)
+    starts = [a for a in instruction_starts(site.pid, site.address, site.LEN)
+              if lo <= a - site.address < hi]
+    assert starts and starts[0] == site.address + lo, (lo, hi, starts)
+    return starts
+
+
+def job_stop(v):
+    os.kill(v.pid, signal.SIGSTOP)
+    wait_for(lambda: all(s == ("T", 0) for s in task_states(v.pid).values()),
+             "every thread job-stopped", timeout=10)
+
+
+def job_continue(v):
+    os.kill(v.pid, signal.SIGCONT)
+    wait_threads_running(v.pid)
+
+
+def test_a_uprobe_inside_the_change_after_the_guard_is_repaired(daemon, victim):
+    """Attached to a guarded process while it is job-stopped (a hit would
+    crash it: SECURITY.md), then removed: both times status says torn,
+    warns, and logs it at critical level; guard rewrites the stub, and the
+    4 threads, let go, call backtrace() nonstop and get 0 frames."""
+    v = victim.bt_loop(4)
+    site = Site(v.pid)
+    starts = starts_inside_the_change(site)
+    guard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=True)
+    for cycle in range(INSIDE_CYCLES):
+        for at in starts:
+            off = at - site.address
+            job_stop(v)
+            with Uprobe(v.pid, at) as probe:
+                assert probe.in_place(), f"cycle {cycle}, +{off}: no breakpoint"
+                res = status(daemon, v.pid)
+                s = libc_site_of(res)
+                assert res["state"] == "partial" and s["state"] == "torn", res
+                assert s["breakpoint"] is True, res
+                assert "torn" in [w["name"] for w in res["warnings"]], res
+            # The kernel wrote the file's byte back over ours.
+            torn = site.now()
+            assert torn[off] == site.original[off] != site.guarded[off], torn.hex()
+            assert torn[:off] + torn[off + 1:] == site.guarded[:off] + site.guarded[off + 1:]
+            res = status(daemon, v.pid)
+            s = libc_site_of(res)
+            assert res["state"] == "partial" and s["state"] == "torn", res
+            assert s["breakpoint"] is False, res
+            assert "torn" in [w["name"] for w in res["warnings"]], res
+            assert f"critical: status pid={v.pid} " in daemon.log(), daemon.log()[-2000:]
+            res = guard_ok(daemon, v.pid)
+            assert "torn" not in [w["name"] for w in res["warnings"]], res
+            assert site.now() == site.guarded, site.now().hex()
+            job_continue(v)
+            if cycle == 0:
+                wait_behaviour(v, zero=True)
+            v.assert_alive()
+    wait_behaviour(v, zero=True)
+    unguard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=False)

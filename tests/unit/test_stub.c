@@ -102,10 +102,73 @@ static void classify_original_guarded_foreign(void **state)
 	/* A stub with different surroundings means another file: foreign. */
 	mem[10] ^= 0xff;
 	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
-	/* Someone else's byte inside the change is foreign too, int3 or not. */
+	/* Someone else's byte inside the change, neither ours, the file's nor int3: foreign. */
+	stub_apply(plain, sizeof(plain), &p, mem);
+	mem[3] = 0x90;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+	/* The original with an int3 inside the change: a uprobe there, original. */
 	memcpy(mem, plain, sizeof(plain));
 	mem[2] = 0xcc;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	/* An int3 past the change is nobody's we know: foreign. */
+	memcpy(mem, plain, sizeof(plain));
+	mem[12] = 0xcc;
 	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+}
+
+/*
+ * Debian 12's backtrace(), guarded: "55 | 5d 31 c0 c3" over "55 | 48 89 e5 | 53".
+ * A uprobe at +1 or +4 (instructions of the file inside the change) writes
+ * int3 there; its removal writes the file's byte back.  Both are torn, at
+ * every byte of the change, never foreign, never guarded or original.
+ */
+static void classify_torn_by_a_uprobe_inside_the_change(void **state)
+{
+	struct stub_plan p;
+	uint8_t guarded[16], mem[16];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(debian, sizeof(debian), 0, &p), 0);
+	stub_apply(debian, sizeof(debian), &p, guarded);
+	for (size_t at = p.offset; at < p.offset + p.len; at++) {
+		memcpy(mem, guarded, sizeof(mem));
+		mem[at] = 0xcc;
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_true(bp);
+		mem[at] = debian[at];
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_false(bp);
+		/* With the entry's uprobe as well. */
+		mem[0] = 0xcc;
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_true(bp);
+	}
+	/* The two the issue measured: "55 48 31 c0 c3" and "55 5d 31 c0 53". */
+	assert_int_equal(stub_classify(debian, (const uint8_t *)"\x55\x48\x31\xc0\xc3\x89\xf3\x48"
+				       "\x83\xec\x38\x64\x48\x8b\x04\x25", 16, &p, &bp),
+			 PROTO_SITE_TORN);
+	assert_int_equal(stub_classify(debian, (const uint8_t *)"\x55\x5d\x31\xc0\x53\x89\xf3\x48"
+				       "\x83\xec\x38\x64\x48\x8b\x04\x25", 16, &p, &bp),
+			 PROTO_SITE_TORN);
+	/* Several at once: every unit of the change but one the file's, one int3. */
+	memcpy(mem, debian, sizeof(mem));
+	mem[1] = 0xcc;
+	mem[4] = guarded[4];
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
+	/* A byte of the file where the stub's equals it is no evidence: original. */
+	memcpy(mem, debian, sizeof(mem));
+	mem[1] = mem[4] = 0xcc;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	/* A torn stub with foreign bytes past the change stays foreign. */
+	memcpy(mem, guarded, sizeof(mem));
+	mem[1] = debian[1];
+	mem[9] ^= 0xff;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
 	assert_false(bp);
 }
 
@@ -139,8 +202,8 @@ static void classify_sees_through_a_breakpoint_on_the_entry(void **state)
 	assert_int_equal(stub_plan(odd, sizeof(odd), 0, &p), 0);
 	stub_apply(odd, sizeof(odd), &p, mem);
 	mem[0] = 0xcc;
-	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
-	assert_false(bp);
+	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
 }
 
 /* What an older btguard wrote (the stub at the entry) is recognised, for unguard. */
@@ -215,6 +278,7 @@ int main(void)
 		cmocka_unit_test(plan_at_entry_is_the_old_placement),
 		cmocka_unit_test(plan_refuses_when_the_word_does_not_fit),
 		cmocka_unit_test(classify_original_guarded_foreign),
+		cmocka_unit_test(classify_torn_by_a_uprobe_inside_the_change),
 		cmocka_unit_test(classify_endbr64_stub_placement_matters),
 		cmocka_unit_test(pc_unsafe_only_strictly_inside),
 		cmocka_unit_test(scan_words_finds_return_address),
