@@ -170,14 +170,22 @@ def test_uprobes_racing_guard_and_unguard(daemon, victim):
     wait_behaviour(v, zero=True)
 
 
-def starts_inside_the_change(site):
-    """The run-time addresses of the file's instructions that start in the
-    bytes the guard changes: where a uprobe's tool may put one there."""
+def starts_past_the_entry(site):
+    """The run-time addresses of the file's instructions after the first
+    in the bytes the tests compare, the first ones in the bytes the guard
+    changes, then those it writes again as they are (the rest of its word)
+    and after: everywhere a uprobe's tool may put one near the guard."""
     lo, hi = change_range(site)
     starts = [a for a in instruction_starts(site.pid, site.address, site.LEN)
-              if lo <= a - site.address < hi]
+              if a > site.address]
     assert starts and starts[0] == site.address + lo, (lo, hi, starts)
+    assert any(a >= site.address + hi for a in starts), (lo, hi, starts)
     return starts
+
+
+def first_change(now, original, skip):
+    """The offset of the first byte that differs from the file's, but at skip."""
+    return next(i for i in range(len(now)) if i != skip and now[i] != original[i])
 
 
 def job_stop(v):
@@ -191,39 +199,117 @@ def job_continue(v):
     wait_threads_running(v.pid)
 
 
-def test_a_uprobe_inside_the_change_after_the_guard_is_repaired(daemon, victim):
-    """Attached to a guarded process while it is job-stopped (a hit would
-    crash it: SECURITY.md), then removed: both times status says torn,
-    warns, and logs it at critical level; guard rewrites the stub, and the
-    4 threads, let go, call backtrace() nonstop and get 0 frames."""
+def job_stop_clear_of_the_stub(daemon, v):
+    """Job-stops the guarded victim with no thread inside the bytes the
+    guard changes (a thread stopped there would make the repair busy: it
+    would run the torn bytes, as any other would): the daemon's own check
+    says so, by an unguard and a guard that write."""
+    for _ in range(20):
+        job_stop(v)
+        res = one(daemon.ctl("--deadline", 200, "unguard", v.pid, check=None), v.pid, "unguard")
+        if res["ok"]:
+            guard_ok(daemon, v.pid)
+            return
+        assert res["error"] == "busy", res
+        job_continue(v)
+        time.sleep(0.01)
+    pytest.fail("every stop left a thread inside the stub")
+
+
+def test_a_uprobe_near_the_guard_before_it(daemon, victim):
+    """Attached first, while 4 threads call backtrace() nonstop, at each
+    instruction of the file after the first, within the bytes the guard
+    would change or write: the guard re-plans around the probe, keeping the
+    probed instruction and putting its bytes after it (or, for a probe past
+    them, changes the usual bytes before it), so the probe stays, fires
+    where the guarded function still reaches it, every call returns 0
+    frames, and the probe's removal leaves the guard whole.  (Writing the
+    usual bytes over a probe inside them is refused as busy again and
+    again: the kernel stops a thread right after replaying the probed
+    instruction, where the usual stub would crash it.)"""
     v = victim.bt_loop(4)
     site = Site(v.pid)
-    starts = starts_inside_the_change(site)
+    for cycle in range(INSIDE_CYCLES):
+        for at in starts_past_the_entry(site):
+            off = at - site.address
+            with Uprobe(v.pid, at) as probe:
+                assert probe.in_place(), f"cycle {cycle}, +{off}: no breakpoint"
+                # Unguarded, a hit replays the file's instruction: the file's own code.
+                wait_hits(probe, 20)
+                res = status(daemon, v.pid)
+                s = libc_site_of(res)
+                assert res["state"] == "unguarded" and s["state"] == "original", res
+                assert s["breakpoint"] is True, res
+                res = guard_ok(daemon, v.pid)
+                assert libc_site_of(res)["breakpoint"] is True, res
+                now = site.now()
+                assert now[off] == BREAKPOINT[0], f"+{off}: the probe was written over: {now.hex()}"
+                reached = first_change(now, site.original, off) > off
+                hits = probe.hits()
+                if cycle == 0:
+                    wait_behaviour(v, zero=True)
+                if reached:
+                    wait_hits(probe, hits)
+                v.assert_alive()
+            now = site.now()
+            assert now[off] == site.original[off], f"+{off}: {now.hex()}"
+            res = status(daemon, v.pid)
+            assert res["state"] == "guarded" and libc_site_of(res)["breakpoint"] is False, res
+            v.assert_alive()
+            if cycle == 0:
+                wait_behaviour(v, zero=True)
+            unguard_ok(daemon, v.pid)
+            assert site.classify() == "original", site.classify()
+    wait_behaviour(v, zero=False)
+    guard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=True)
+
+
+def test_a_uprobe_near_the_guard_after_it(daemon, victim):
+    """Attached to a guarded process while it is job-stopped (a hit inside
+    the changed bytes would crash it: SECURITY.md), then removed: inside
+    the change, status says torn both times, warns, and logs it at critical
+    level, and guard rewrites the stub; past it, status says guarded with a
+    breakpoint.  Then the 4 threads, let go, call backtrace() nonstop and
+    get 0 frames."""
+    v = victim.bt_loop(4)
+    site = Site(v.pid)
+    lo, hi = change_range(site)
     guard_ok(daemon, v.pid)
     wait_behaviour(v, zero=True)
     for cycle in range(INSIDE_CYCLES):
-        for at in starts:
+        for at in starts_past_the_entry(site):
             off = at - site.address
-            job_stop(v)
+            inside = lo <= off < hi
+            job_stop_clear_of_the_stub(daemon, v)
+            crit = daemon.log().count(f"critical: status pid={v.pid} ")
             with Uprobe(v.pid, at) as probe:
                 assert probe.in_place(), f"cycle {cycle}, +{off}: no breakpoint"
                 res = status(daemon, v.pid)
                 s = libc_site_of(res)
-                assert res["state"] == "partial" and s["state"] == "torn", res
+                if inside:
+                    assert res["state"] == "partial" and s["state"] == "torn", res
+                    assert "torn" in [w["name"] for w in res["warnings"]], res
+                else:
+                    assert res["state"] == "guarded" and s["state"] == "guarded", res
+                    assert res["warnings"] == [], res
                 assert s["breakpoint"] is True, res
-                assert "torn" in [w["name"] for w in res["warnings"]], res
-            # The kernel wrote the file's byte back over ours.
-            torn = site.now()
-            assert torn[off] == site.original[off] != site.guarded[off], torn.hex()
-            assert torn[:off] + torn[off + 1:] == site.guarded[:off] + site.guarded[off + 1:]
+            # The kernel wrote the file's byte back, over ours inside the change.
+            now = site.now()
+            assert now[off] == site.original[off], now.hex()
+            assert now[:off] + now[off + 1:] == site.guarded[:off] + site.guarded[off + 1:]
             res = status(daemon, v.pid)
             s = libc_site_of(res)
-            assert res["state"] == "partial" and s["state"] == "torn", res
             assert s["breakpoint"] is False, res
-            assert "torn" in [w["name"] for w in res["warnings"]], res
-            assert f"critical: status pid={v.pid} " in daemon.log(), daemon.log()[-2000:]
-            res = guard_ok(daemon, v.pid)
-            assert "torn" not in [w["name"] for w in res["warnings"]], res
+            if inside:
+                assert res["state"] == "partial" and s["state"] == "torn", res
+                assert "torn" in [w["name"] for w in res["warnings"]], res
+                log = daemon.log()
+                assert log.count(f"critical: status pid={v.pid} ") == crit + 2, log[-3000:]
+                res = guard_ok(daemon, v.pid)
+                assert res["warnings"] == [], res
+            else:
+                assert res["state"] == "guarded" and res["warnings"] == [], res
             assert site.now() == site.guarded, site.now().hex()
             job_continue(v)
             if cycle == 0:
