@@ -3,10 +3,12 @@
  * The record of one action on one target (record.h): the line an
  * operator reads and, in the journal, the fields a script filters on.
  * base/log.c is the sink; what a record says about callers, targets and
- * results is decided here, where requests are known.
+ * results is decided here, where requests are known.  Also the processes
+ * an answer found torn, which the policy's next sweep asks about again.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "record.h"
@@ -90,6 +92,29 @@ static int action_priority(const struct auth_caller *caller, const struct proto_
 	return LOG_NOTICE;
 }
 
+/* record_take_torn()'s processes, written by record_action() only. */
+static pid_t torn_pids[RECORD_TORN_MAX];
+static size_t ntorn;
+
+static void remember_torn(pid_t pid)
+{
+	for (size_t i = 0; i < ntorn; i++)
+		if (torn_pids[i] == pid)
+			return;
+	if (ntorn < RECORD_TORN_MAX)
+		torn_pids[ntorn++] = pid;
+}
+
+size_t record_take_torn(pid_t *pids, size_t max)
+{
+	size_t n = ntorn < max ? ntorn : max;
+
+	memcpy(pids, torn_pids, n * sizeof(*pids));
+	memmove(torn_pids, torn_pids + n, (ntorn - n) * sizeof(*pids));
+	ntorn -= n;
+	return n;
+}
+
 void record_action(const struct auth_caller *caller, pid_t target, const char *exe,
 		const struct proto_result *res, bool surveyed)
 {
@@ -104,6 +129,8 @@ void record_action(const struct auth_caller *caller, pid_t target, const char *e
 	const char *message_id = action_message_id(res);
 	struct fields f = { .n = 0 };
 
+	if (res->warnings & PROTO_WARN_TORN)
+		remember_torn(target);
 	if (!log_wants(priority))
 		return;
 	log_escape(exe_s, sizeof(exe_s), exe && *exe ? exe : "?");

@@ -31,11 +31,11 @@ import time
 
 import pytest
 
-from btg.daemon import guard_ok, one, unguard_ok
+from btg.daemon import guard_ok, one, running_daemon, unguard_ok
 from btg.procfs import task_states, wait_for, wait_threads_running
 from btg.sites import Site, change_range, instruction_starts
 from btg.uprobes import BREAKPOINT, Uprobe, uprobes_work
-from btg.victims import wait_behaviour
+from btg.victims import victim_path, wait_behaviour
 
 CYCLES = int(os.environ.get("BTGUARD_UPROBE_CYCLES", "20"))
 RACE_SECONDS = float(os.environ.get("BTGUARD_UPROBE_RACE_S", "8"))
@@ -318,3 +318,33 @@ def test_a_uprobe_near_the_guard_after_it(daemon, victim):
     wait_behaviour(v, zero=True)
     unguard_ok(daemon, v.pid)
     wait_behaviour(v, zero=False)
+
+
+def test_the_policy_repairs_a_torn_guard_an_answer_found(tmp_path, victim):
+    """The policy guarded the victim; a uprobe inside the stub came and went
+    while it was job-stopped: the mappings are the same, so the sweep
+    would not look again, but once an answer (a monitoring status, say)
+    found the site torn, the next sweep asks the policy about it, and its
+    rule's guard repairs it."""
+    os.chmod(tmp_path, 0o755)
+    conf = tmp_path / "btguardd.conf"
+    conf.write_text("[watch]\ninterval = 500ms\n\n[rule bt]\naction = guard\n"
+                    f"exe = {victim_path('bt_loop')}\n")
+    v = victim.bt_loop(4)
+    site = Site(v.pid)   # before the policy's first sweep guards it
+    with running_daemon(args=("--config", str(conf))) as d:
+        wait_for(lambda: status(d, v.pid)["state"] == "guarded", "the policy's guard", timeout=10)
+        wait_behaviour(v, zero=True)
+        lo, _ = change_range(site)
+        job_stop_clear_of_the_stub(d, v)
+        with Uprobe(v.pid, site.address + lo) as probe:
+            assert probe.in_place()
+        assert status(d, v.pid)["sites"][0]["state"] == "torn"
+        wait_for(lambda: status(d, v.pid)["state"] == "guarded", "the sweep's repair", timeout=10)
+        assert site.now() == site.guarded, site.now().hex()
+        assert [ln for ln in d.log().splitlines()
+                if ln.startswith(f"btguardd: info: guard pid={v.pid} ") and " by rule bt " in ln
+                and " wrote " in ln], d.log()[-3000:]
+        job_continue(v)
+        wait_behaviour(v, zero=True)
+        v.assert_alive()
