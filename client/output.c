@@ -90,6 +90,10 @@ static const struct {
 	{ PROTO_WARN_MOUNT_NS, "other-mount-namespace",
 	  "the process is in another mount namespace than the node's (a container): its "
 	  "object paths are as it sees them, not as this host does" },
+	{ PROTO_WARN_TORN, "torn",
+	  "a site is torn: a breakpoint (a uprobe, a debugger) sits inside the bytes the guard "
+	  "changed, or a uprobe removed from there wrote the file's bytes back; a call to "
+	  "backtrace() may crash: run btguardctl guard to repair it (SECURITY.md)" },
 };
 
 static const char *file_name(const char *path)
@@ -202,13 +206,18 @@ static void print_partial(FILE *f, const struct proto_result *res)
 			proto_site_state_name(bound->state));
 		output_text(f, file_name(bound->object));
 	}
-	fputs("; original: ", f);
-	for (unsigned i = 0; i < res->nsites; i++) {
-		if (res->sites[i].state != PROTO_SITE_ORIGINAL)
-			continue;
-		fputs(first ? "" : ", ", f);
-		output_text(f, file_name(res->sites[i].object));
-		first = false;
+	for (unsigned state = PROTO_SITE_ORIGINAL; state <= PROTO_SITE_TORN;
+	     state += PROTO_SITE_TORN - PROTO_SITE_ORIGINAL) {
+		first = true;
+		for (unsigned i = 0; i < res->nsites; i++) {
+			if (res->sites[i].state != state)
+				continue;
+			fprintf(f, "%s", first ? "; " : ", ");
+			if (first)
+				fprintf(f, "%s: ", proto_site_state_name(state));
+			output_text(f, file_name(res->sites[i].object));
+			first = false;
+		}
 	}
 }
 
@@ -228,8 +237,10 @@ static void print_sites(FILE *f, const struct proto_result *res)
 		output_text(f, s->object[0] ? s->object : "(unnamed object)");
 		fprintf(f, " 0x%" PRIx64 ": %s%s%s\n", s->address, proto_site_state_name(s->state),
 			s->flags & PROTO_SITE_BOUND ? " (reached by name)" : "",
-			s->flags & PROTO_SITE_BREAKPOINT ?
-			" (a breakpoint on its entry: a uprobe or a debugger)" : "");
+			!(s->flags & PROTO_SITE_BREAKPOINT) ? "" :
+			s->state == PROTO_SITE_GUARDED ?
+			" (a breakpoint on its entry: a uprobe or a debugger)" :
+			" (a breakpoint: a uprobe or a debugger)");
 	}
 }
 

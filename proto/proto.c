@@ -202,7 +202,7 @@ static bool daemon_action(unsigned a)
 
 static bool site_state_valid(unsigned s)
 {
-	return s >= PROTO_SITE_ORIGINAL && s <= PROTO_SITE_FOREIGN;
+	return s >= PROTO_SITE_ORIGINAL && s <= PROTO_SITE_TORN;
 }
 
 static bool proc_state_valid(unsigned s)
@@ -770,6 +770,7 @@ const char *proto_site_state_name(unsigned state)
 	case PROTO_SITE_ORIGINAL: return "original";
 	case PROTO_SITE_GUARDED:  return "guarded";
 	case PROTO_SITE_FOREIGN:  return "foreign";
+	case PROTO_SITE_TORN:     return "torn";
 	}
 	return "unknown";
 }

@@ -88,6 +88,14 @@ enum proto_site_state {
 	PROTO_SITE_ORIGINAL = 1,   /* bytes equal the object file's */
 	PROTO_SITE_GUARDED  = 2,   /* our stub */
 	PROTO_SITE_FOREIGN  = 3,   /* neither: somebody else changed it */
+	/*
+	 * Our stub with some of its bytes the file's again or a breakpoint:
+	 * a breakpoint (a uprobe's, a debugger's) put inside the bytes the
+	 * guard changes, or the file's bytes the kernel wrote back when a
+	 * uprobe there went.  Not guarded: a call may crash.  guard and
+	 * unguard rewrite it whole (stub.h).
+	 */
+	PROTO_SITE_TORN     = 4,
 };
 
 /* State of a whole process, derived from its sites. */
@@ -108,7 +116,11 @@ enum proto_proc_state {
 
 /* Site flags. */
 #define PROTO_SITE_BOUND   0x01u    /* the definition callers reach by name (see PROTOCOL.md) */
-/* A breakpoint (a uprobe's, a debugger's) sits on its first instruction; the state ignores it. */
+/*
+ * A breakpoint (a uprobe's, a debugger's) sits on its first instruction
+ * (the state ignores it), or inside the bytes the guard changes (the state
+ * says original, or torn).
+ */
 #define PROTO_SITE_BREAKPOINT 0x02u
 #define PROTO_SITE_FLAGS   (PROTO_SITE_BOUND | PROTO_SITE_BREAKPOINT)
 
@@ -124,7 +136,9 @@ enum proto_risk {
 #define PROTO_WARN_CPP_STACKTRACES 0x01u  /* TORCH_SHOW_CPP_STACKTRACES=1 in its environment */
 #define PROTO_WARN_DIST_DEBUG      0x02u  /* TORCH_DISTRIBUTED_DEBUG=DETAIL in its environment */
 #define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace than the node's */
-#define PROTO_WARNINGS_KNOWN       0x07u
+/* a site is torn (PROTO_SITE_TORN): a call to backtrace() may crash until guard repairs it */
+#define PROTO_WARN_TORN            0x08u
+#define PROTO_WARNINGS_KNOWN       0x0fu
 
 #define PROTO_UID_UNKNOWN  0xffffffffu
 

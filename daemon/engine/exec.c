@@ -198,7 +198,8 @@ static int guard_mapped(struct exec_job *j)
 				 j->sites.v[i].object, j->sites.v[i].addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		planned = planned || j->sites.v[i].state == PROTO_SITE_ORIGINAL;
+		planned = planned || j->sites.v[i].state == PROTO_SITE_ORIGINAL ||
+			  j->sites.v[i].state == PROTO_SITE_TORN;
 		library = library || (is_libc(j->sites.v[i].object) &&
 				      !mapped_by_exec(j, j->sites.v[i].object));
 	}

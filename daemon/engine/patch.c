@@ -105,21 +105,34 @@ struct attempt {
 void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 {
 	res->nsites = 0;
+	res->warnings &= (uint8_t)~PROTO_WARN_TORN;   /* as the sites are now */
 	for (size_t i = 0; i < sites->n && i < PROTO_MAX_SITES; i++) {
 		struct proto_site *ps = &res->sites[res->nsites++];
 
 		ps->address = sites->v[i].addr;
 		ps->state = (uint8_t)sites->v[i].state;
 		ps->flags = sites->v[i].breakpoint ? PROTO_SITE_BREAKPOINT : 0;
+		if (sites->v[i].state == PROTO_SITE_TORN)
+			res->warnings |= PROTO_WARN_TORN;
 		snprintf(ps->object, sizeof(ps->object), "%s%s", sites->v[i].object,
 			 sites->v[i].deleted ? " (deleted)" : "");
 	}
 	res->state = (uint8_t)sites_proc_state(sites);
 }
 
-/* True when guarding (or unguarding) changes this site: original to guarded, or back. */
+/*
+ * True when guarding (or unguarding) changes this site: original to
+ * guarded, or back.  A torn site is rewritten whole either way: torn, a
+ * call may crash (a uprobe inside the change), and every unit of it is
+ * ours, the file's or a breakpoint (stub_classify), so nobody else's bytes
+ * are written over; a breakpoint there is a uprobe that then no longer
+ * fires in this process (SECURITY.md).  So is an original site with a
+ * breakpoint inside the change, which guard writes over likewise.
+ */
 static bool wants_write(bool guard, const struct site *s)
 {
+	if (s->state == PROTO_SITE_TORN)
+		return true;
 	return guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
 }
 

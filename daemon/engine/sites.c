@@ -377,25 +377,65 @@ out_free:
 	return r;
 }
 
+/* Whether a change of several words lands whole: inside one page (ptrace_poke_bytes()). */
+static bool change_fits_a_page(uint64_t addr, const struct stub_plan *p)
+{
+	return p->nwords == 1 || (addr + p->offset) / PTRACE_POKE_PAGE ==
+				 (addr + p->offset + p->len - 1) / PTRACE_POKE_PAGE;
+}
+
 /*
- * s->state, ->held and ->breakpoint from s->mem.  Bytes that are foreign to
- * the plan may be a stub an older btguard put at the entry (before it
- * stepped over first instructions): guarded all the same, and an unguard
- * puts the original back where that stub is.
+ * s->state, ->held and ->breakpoint from s->mem, against every placement
+ * the site may hold (stub_plans()): the plan's, those that keep more of
+ * the prologue (a guard re-planned around a breakpoint), an older
+ * btguard's at the entry (before it stepped over first instructions).
+ * The first that finds the site guarded holds it; else the plan's answer
+ * stands (original, torn or foreign), or a torn one of another's.
+ *
+ * An original site with a breakpoint in the words the plan writes (a
+ * uprobe at an instruction of the file there, say) is held by the first
+ * placement clear of every breakpoint: the guard then keeps the probed
+ * instruction, a hit on it replays the file's instruction and resumes in
+ * the file's code or at our first byte, in the state our undo expects, and
+ * the probe's removal writes back a byte we left as the file has it.  A
+ * thread the kernel stopped right after such a replay is at our first
+ * byte, where it runs the new bytes cleanly, not inside them.  With no
+ * such placement the plan's stands: guard writes over the breakpoint.
  */
 static void classify(struct site *s)
 {
-	struct stub_plan at_entry;
+	struct stub_plan plans[STUB_MAX_PLANS];
+	size_t n = stub_plans(s->orig, s->ctx_len, arch_cpu_features(), plans, STUB_MAX_PLANS);
+	int state;
 
 	s->held = s->plan;
 	s->state = stub_classify(s->orig, s->mem, s->ctx_len, &s->plan, &s->breakpoint);
-	if (s->state != PROTO_SITE_FOREIGN ||
-	    stub_plan_at_entry(s->orig, s->ctx_len, arch_cpu_features(), &at_entry) < 0)
+	if (s->state == PROTO_SITE_GUARDED)
 		return;
-	if (stub_classify(s->orig, s->mem, s->ctx_len, &at_entry, &s->breakpoint) ==
-	    PROTO_SITE_GUARDED) {
-		s->held = at_entry;
-		s->state = PROTO_SITE_GUARDED;
+	for (size_t i = 1; i < n; i++) {
+		bool breakpoint;
+
+		if (!change_fits_a_page(s->addr, &plans[i]))
+			continue;
+		state = stub_classify(s->orig, s->mem, s->ctx_len, &plans[i], &breakpoint);
+		if (state == PROTO_SITE_GUARDED ||
+		    (state == PROTO_SITE_TORN && s->state == PROTO_SITE_FOREIGN)) {
+			s->held = plans[i];
+			s->state = state;
+			s->breakpoint = breakpoint;
+			if (state == PROTO_SITE_GUARDED)
+				return;
+		}
+	}
+	if (s->state != PROTO_SITE_ORIGINAL || !s->breakpoint ||
+	    stub_plan_clear_of_breakpoints(s->orig, s->mem, s->ctx_len, &s->plan))
+		return;
+	for (size_t i = 1; i < n; i++) {
+		if (plans[i].offset > s->plan.offset && change_fits_a_page(s->addr, &plans[i]) &&
+		    stub_plan_clear_of_breakpoints(s->orig, s->mem, s->ctx_len, &plans[i])) {
+			s->held = plans[i];
+			return;
+		}
 	}
 }
 
@@ -414,7 +454,7 @@ int sites_read(pid_t pid, struct site_list *list)
 
 int sites_proc_state(const struct site_list *list)
 {
-	size_t guarded = 0, original = 0;
+	size_t guarded = 0, original = 0, torn = 0;
 
 	if (list->n == 0)
 		return PROTO_PROC_NONE;
@@ -423,10 +463,13 @@ int sites_proc_state(const struct site_list *list)
 			return PROTO_PROC_FOREIGN;
 		if (list->v[i].state == PROTO_SITE_GUARDED)
 			guarded++;
+		else if (list->v[i].state == PROTO_SITE_TORN)
+			torn++;
 		else
 			original++;
 	}
-	if (guarded && original)
+	/* A torn site is part ours, part not: never "guarded", nor "unguarded" (nothing to undo). */
+	if (torn || (guarded && original))
 		return PROTO_PROC_PARTIAL;
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Stub placement and byte classification.  The stub is written with every
- * thread held and verified word by word (patch.c); on x86-64 it always
- * fits one ptrace word starting at the stub, on aarch64 an undone first
- * instruction makes it two (arch_stub.h says why both are safe).
+ * thread held and verified word by word (patch.c); on x86-64 the usual
+ * plan fits one ptrace word starting at the stub, on aarch64 an undone
+ * first instruction makes it two, and so may on x86-64 a plan that keeps
+ * more of the prologue around a breakpoint (arch_stub.h says why these
+ * are safe).
  */
 #include <errno.h>
 #include <string.h>
@@ -28,6 +30,15 @@ static const struct landing_pad *find_landing_pad(const uint8_t *code, size_t le
 		if (len >= ARCH_LANDING_PAD_LEN && !memcmp(code, landing_pads[i].pad, ARCH_LANDING_PAD_LEN))
 			return &landing_pads[i];
 	return NULL;
+}
+
+/* Whether p begins with one of the CPU's breakpoint instructions. */
+static bool is_breakpoint(const uint8_t *p)
+{
+	for (size_t i = 0; i < sizeof(breakpoints) / sizeof(breakpoints[0]); i++)
+		if (!memcmp(p, breakpoints[i], ARCH_BREAKPOINT_LEN))
+			return true;
+	return false;
 }
 
 /* The stub to put after pad (or with no pad), on a CPU with features. */
@@ -83,45 +94,160 @@ int stub_plan_at_entry(const uint8_t *code, size_t len, unsigned features,
 	return finish_plan(len, ret);
 }
 
+int stub_plan_keeping(const uint8_t *code, size_t len, unsigned features, size_t nkeep,
+		      struct stub_plan *ret)
+{
+	const struct landing_pad *pad = find_landing_pad(code, len);
+	uint8_t undo[ARCH_CHANGE_MAX], piece[ARCH_CHANGE_MAX];
+	size_t off = pad ? ARCH_LANDING_PAD_LEN : 0, undo_len = 0;
+	uint32_t saved = 0;
+
+	for (size_t i = 0; i < nkeep; i++) {
+		size_t piece_len = 0, n = arch_next_undo(code + off, len - off, &saved, piece, &piece_len);
+
+		if (!n || undo_len + piece_len + ARCH_STUB_LEN > ARCH_CHANGE_MAX)
+			return -ENOENT;
+		/* Undone last first: each undo goes before those of the instructions before it. */
+		memmove(undo + piece_len, undo, undo_len);
+		memcpy(undo, piece, piece_len);
+		undo_len += piece_len;
+		off += n;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->offset = off;
+	ret->len = undo_len + ARCH_STUB_LEN;
+	memcpy(ret->bytes, undo, undo_len);
+	memcpy(ret->bytes + undo_len, stub_after(pad, features), ARCH_STUB_LEN);
+	return finish_plan(len, ret);
+}
+
+static bool same_plan(const struct stub_plan *a, const struct stub_plan *b)
+{
+	return a->offset == b->offset && a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
+}
+
+size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stub_plan *out,
+		  size_t max)
+{
+	size_t n = 0;
+
+	if (max == 0 || stub_plan(code, len, features, &out[n]) < 0)
+		return 0;
+	n++;
+	for (size_t keep = 1; n < max; keep++) {
+		if (stub_plan_keeping(code, len, features, keep, &out[n]) < 0)
+			break;
+		/* Past the first plan's kept instructions only: the plans the stub grows into. */
+		if (out[n].offset > out[0].offset)
+			n++;
+	}
+	if (n < max && stub_plan_at_entry(code, len, features, &out[n]) == 0 &&
+	    !same_plan(&out[0], &out[n]))
+		n++;
+	return n;
+}
+
+bool stub_plan_clear_of_breakpoints(const uint8_t *orig, const uint8_t *mem, size_t len,
+				    const struct stub_plan *plan)
+{
+	size_t end = plan->offset + plan->nwords * ARCH_WORD_LEN;
+
+	for (size_t u = plan->offset; u + ARCH_BREAKPOINT_LEN <= end && u + ARCH_BREAKPOINT_LEN <= len;
+	     u += ARCH_BREAKPOINT_LEN)
+		if (is_breakpoint(mem + u) && memcmp(orig + u, mem + u, ARCH_BREAKPOINT_LEN))
+			return false;
+	return true;
+}
+
 void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, uint8_t *out)
 {
 	memcpy(out, orig, len);
 	memcpy(out + plan->offset, plan->bytes, plan->len);
 }
 
-/* Whether p begins with one of the CPU's breakpoint instructions. */
-static bool is_breakpoint(const uint8_t *p)
+/*
+ * The bytes inside the change, one breakpoint-sized unit at a time (on
+ * aarch64 an instruction, on x86-64 a byte: where the kernel's and a
+ * debugger's breakpoints go and what a uprobe's removal writes back):
+ * each must be the stub's, the file's or a breakpoint, or the site is
+ * foreign.  PROTO_SITE_GUARDED when every unit is the stub's,
+ * PROTO_SITE_TORN when some are and some are not (the file's unit a
+ * removed uprobe wrote back, or a breakpoint over ours),
+ * PROTO_SITE_ORIGINAL when none is ours (the file's, breakpoints over it).
+ */
+static int classify_change(const uint8_t *orig, const uint8_t *seen, const uint8_t *guarded,
+			   const struct stub_plan *plan, bool *breakpoint)
 {
-	for (size_t i = 0; i < sizeof(breakpoints) / sizeof(breakpoints[0]); i++)
-		if (!memcmp(p, breakpoints[i], ARCH_BREAKPOINT_LEN))
-			return true;
-	return false;
+	size_t end = plan->offset + plan->len;
+	bool ours = false, others = false;
+
+	if (plan->offset % ARCH_BREAKPOINT_LEN || plan->len % ARCH_BREAKPOINT_LEN)
+		return PROTO_SITE_FOREIGN;  /* cannot be: units are instructions */
+	for (size_t u = plan->offset; u < end; u += ARCH_BREAKPOINT_LEN) {
+		bool file = !memcmp(seen + u, orig + u, ARCH_BREAKPOINT_LEN);
+
+		if (!memcmp(seen + u, guarded + u, ARCH_BREAKPOINT_LEN)) {
+			ours = ours || !file;
+		} else if (file) {
+			others = true;
+		} else if (is_breakpoint(seen + u)) {
+			others = true;
+			*breakpoint = true;
+		} else {
+			return PROTO_SITE_FOREIGN;
+		}
+	}
+	if (!ours)
+		return PROTO_SITE_ORIGINAL;
+	return others ? PROTO_SITE_TORN : PROTO_SITE_GUARDED;
 }
 
 int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
 		  const struct stub_plan *plan, bool *ret_breakpoint)
 {
 	uint8_t guarded[256], seen[256];
+	size_t end = plan->offset + plan->len;
+	bool breakpoint = false;
+	int state;
 
 	*ret_breakpoint = false;
-	if (len > sizeof(guarded) || len < plan->offset + plan->len)
+	if (len > sizeof(guarded) || len < end)
 		return PROTO_SITE_FOREIGN;
 	memcpy(seen, mem, len);
 	/*
-	 * The kernel's (or a debugger's) breakpoint over a first instruction
-	 * we leave alone: it will be put back as the file has it, and a hit
-	 * runs the file's instruction and then our bytes, so the rest decides.
+	 * The kernel's (or a debugger's) breakpoint over an instruction we
+	 * leave alone: one before the change (the first, or every one a plan
+	 * keeps) will be put back as the file has it, and a hit runs the
+	 * file's instruction and resumes at the next, the file's or our first;
+	 * one after it is never reached while the stub returns, and is the
+	 * file's code's when it does not.  So the change decides.
 	 */
-	if (plan->offset >= ARCH_BREAKPOINT_LEN && is_breakpoint(mem) &&
-	    memcmp(orig, mem, ARCH_BREAKPOINT_LEN)) {
-		memcpy(seen, orig, ARCH_BREAKPOINT_LEN);
-		*ret_breakpoint = true;
+	for (size_t u = 0; u + ARCH_BREAKPOINT_LEN <= len; u += ARCH_BREAKPOINT_LEN) {
+		if (u >= plan->offset && u < end)
+			continue;
+		if (is_breakpoint(mem + u) && memcmp(orig + u, mem + u, ARCH_BREAKPOINT_LEN)) {
+			memcpy(seen + u, orig + u, ARCH_BREAKPOINT_LEN);
+			breakpoint = true;
+		}
 	}
 	stub_apply(orig, len, plan, guarded);
-	if (!memcmp(seen, guarded, len))
+	if (!memcmp(seen, guarded, len)) {
+		*ret_breakpoint = breakpoint;
 		return PROTO_SITE_GUARDED;
-	if (!memcmp(seen, orig, len))
-		return PROTO_SITE_ORIGINAL;
-	*ret_breakpoint = false;
-	return PROTO_SITE_FOREIGN;
+	}
+	/* Outside the change nobody's bytes but the file's: both forms hold them there. */
+	if (memcmp(seen, orig, plan->offset) || memcmp(seen + end, orig + end, len - end))
+		return PROTO_SITE_FOREIGN;
+	/*
+	 * Inside it, a uprobe at an instruction of the file that starts there
+	 * writes its breakpoint over our bytes, runs the file's instruction on
+	 * a hit and resumes after it in ours, and writes the file's unit back
+	 * when it goes (SECURITY.md): our bytes with some of the file's are
+	 * torn, not foreign, so guard can repair them.  Nobody else writes a
+	 * mix of our bytes and the file's.
+	 */
+	state = classify_change(orig, seen, guarded, plan, &breakpoint);
+	if (state != PROTO_SITE_FOREIGN)
+		*ret_breakpoint = breakpoint;
+	return state;
 }

@@ -42,16 +42,51 @@ int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_pl
 int stub_plan_at_entry(const uint8_t *code, size_t len, unsigned features,
 		       struct stub_plan *ret);
 
+/*
+ * The plan that keeps the landing pad, if any, and the nkeep instructions
+ * after it (arch_next_undo() must know each), undoing them before the
+ * stub: re-planned around a breakpoint inside the first plan's change, the
+ * breakpoint sits on a kept instruction, whose hit replays the file's
+ * instruction and resumes in the file's next, or at our first byte in the
+ * state our undo expects.  -ENOENT when one is not known or the undo does
+ * not fit, -EINVAL as stub_plan().
+ */
+int stub_plan_keeping(const uint8_t *code, size_t len, unsigned features, size_t nkeep,
+		      struct stub_plan *ret);
+
+/*
+ * Every placement a site may hold, in the order to classify it: out[0]
+ * stub_plan()'s, then those keeping more of the prologue
+ * (stub_plan_keeping(), shortest first), then an older btguard's at the
+ * entry.  Their number (0 when stub_plan() fails), at most max.
+ */
+#define STUB_MAX_PLANS 8u
+size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stub_plan *out,
+		  size_t max);
+
+/*
+ * Whether no breakpoint (one that is not the file's byte) lies in the
+ * words plan writes and reads back: a plan that would write over none.
+ */
+bool stub_plan_clear_of_breakpoints(const uint8_t *orig, const uint8_t *mem, size_t len,
+				    const struct stub_plan *plan);
+
 /* out[0..len) = orig with the stub laid over it. */
 void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, uint8_t *out);
 
 /*
  * Classifies the bytes a target holds (mem) against the object file's
- * (orig): PROTO_SITE_ORIGINAL, PROTO_SITE_GUARDED or PROTO_SITE_FOREIGN.
- * When the original already equals the stub, the site counts as guarded.
- * A breakpoint (ARCH_BREAKPOINTS) over a first instruction the plan leaves
- * alone is somebody else's, not a change of ours or a foreign one: the
- * rest decides, and *ret_breakpoint says it is there.
+ * (orig): PROTO_SITE_ORIGINAL, PROTO_SITE_GUARDED, PROTO_SITE_TORN or
+ * PROTO_SITE_FOREIGN.  When the original already equals the stub, the
+ * site counts as guarded.  A breakpoint (ARCH_BREAKPOINTS) over a first
+ * instruction the plan leaves alone is somebody else's, not a change of
+ * ours or a foreign one: the rest decides.  Inside the change, each
+ * instruction-sized unit may hold the stub's bytes, the file's or a
+ * breakpoint: all the stub's is guarded; none of them the stub's (the
+ * file's, breakpoints over it) is original; a mix is torn, what a uprobe
+ * inside the change leaves while it is there and after it went.  Outside
+ * the change anything but the file's bytes is foreign.  *ret_breakpoint
+ * says a breakpoint is there, on the entry or inside the change.
  */
 int stub_classify(const uint8_t *orig, const uint8_t *mem, size_t len,
 		  const struct stub_plan *plan, bool *ret_breakpoint);

@@ -3,10 +3,12 @@
  * The record of one action on one target (record.h): the line an
  * operator reads and, in the journal, the fields a script filters on.
  * base/log.c is the sink; what a record says about callers, targets and
- * results is decided here, where requests are known.
+ * results is decided here, where requests are known.  Also the processes
+ * an answer found torn, which the policy's next sweep asks about again.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "record.h"
@@ -74,6 +76,13 @@ static const char *action_message_id(const struct proto_result *res)
 static int action_priority(const struct auth_caller *caller, const struct proto_result *res,
 			   bool surveyed)
 {
+	/*
+	 * A torn site (a uprobe inside the guard's bytes, or the file's bytes
+	 * its removal wrote back) may crash the process at its next call:
+	 * what must never pass unseen, even in a survey.
+	 */
+	if (res->warnings & PROTO_WARN_TORN)
+		return LOG_CRIT;
 	if (res->error == BTG_OK && surveyed && res->action == PROTO_ACTION_STATUS)
 		return LOG_DEBUG;
 	if (res->error == BTG_OK)
@@ -81,6 +90,29 @@ static int action_priority(const struct auth_caller *caller, const struct proto_
 	if (res->error == BTG_ERR_DENIED)
 		return LOG_WARNING;
 	return LOG_NOTICE;
+}
+
+/* record_take_torn()'s processes, written by record_action() only. */
+static pid_t torn_pids[RECORD_TORN_MAX];
+static size_t ntorn;
+
+static void remember_torn(pid_t pid)
+{
+	for (size_t i = 0; i < ntorn; i++)
+		if (torn_pids[i] == pid)
+			return;
+	if (ntorn < RECORD_TORN_MAX)
+		torn_pids[ntorn++] = pid;
+}
+
+size_t record_take_torn(pid_t *pids, size_t max)
+{
+	size_t n = ntorn < max ? ntorn : max;
+
+	memcpy(pids, torn_pids, n * sizeof(*pids));
+	memmove(torn_pids, torn_pids + n, (ntorn - n) * sizeof(*pids));
+	ntorn -= n;
+	return n;
 }
 
 void record_action(const struct auth_caller *caller, pid_t target, const char *exe,
@@ -97,10 +129,15 @@ void record_action(const struct auth_caller *caller, pid_t target, const char *e
 	const char *message_id = action_message_id(res);
 	struct fields f = { .n = 0 };
 
+	if (res->warnings & PROTO_WARN_TORN)
+		remember_torn(target);
 	if (!log_wants(priority))
 		return;
 	log_escape(exe_s, sizeof(exe_s), exe && *exe ? exe : "?");
 	log_escape(detail, sizeof(detail), res->message);
+	if (!detail[0] && (res->warnings & PROTO_WARN_TORN))
+		snprintf(detail, sizeof(detail), "%s",
+			 "a site is torn (a breakpoint inside the guard's bytes, or the file's bytes a removed uprobe wrote back): a call to backtrace() may crash until guard repairs it");
 	/* Rule names are [A-Za-z0-9._-] (policy.c): nothing to escape. */
 	if (caller->rule)
 		snprintf(by, sizeof(by), "rule %s (uid=%u gid=%u pid=%d)", rule,

@@ -8,6 +8,7 @@
 #define BTGUARD_RECORD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "proto.h"
@@ -22,5 +23,16 @@
  */
 void record_action(const struct auth_caller *caller, pid_t target, const char *exe,
 		   const struct proto_result *res, bool surveyed);
+
+/*
+ * The processes (as the daemon numbers them) whose answer found a torn
+ * site (PROTO_WARN_TORN) since the last call, whoever asked: at most max
+ * into pids, each once.  The policy's sweep asks about each again
+ * (watch.c), so a rule that guards one repairs it.  At most
+ * RECORD_TORN_MAX are kept between two calls; more wait for another
+ * answer that finds them.
+ */
+#define RECORD_TORN_MAX 64u
+size_t record_take_torn(pid_t *pids, size_t max);
 
 #endif

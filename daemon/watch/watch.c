@@ -38,6 +38,7 @@
 #include "log.h"
 #include "pin.h"
 #include "procfs.h"
+#include "record.h"
 #include "timeutil.h"
 #include "watch.h"
 #include "watch_int.h"
@@ -683,6 +684,17 @@ static int sweep_begin(struct watch *w, uint64_t t_ms)
 	w->sweeping = true;
 	w->sweep_started_ms = t_ms;
 	w->next_pid = w->old = w->nfresh = 0;
+	/*
+	 * A process some answer found torn (a uprobe inside the guard's
+	 * bytes, or the file's bytes its removal wrote back: SECURITY.md) has
+	 * the same mappings, so the sweep would not look at it again: ask the
+	 * policy about it now, and a rule that guards it repairs it.
+	 */
+	pid_t torn[RECORD_TORN_MAX];
+	size_t n = record_take_torn(torn, RECORD_TORN_MAX);
+
+	for (size_t i = 0; i < n; i++)
+		retry_add(w, torn[i], RETRIES);
 	return 0;
 }
 

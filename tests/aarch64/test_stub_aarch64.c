@@ -106,6 +106,47 @@ static void breakpoint_on_the_entry_seen_through(void **state)
 			 PROTO_SITE_FOREIGN);
 }
 
+/*
+ * Debian 12's glibc backtrace() begins "stp x29, x30, [sp, #-N]!; mov x29,
+ * sp; stp x19, x20, ...": the change (add sp; mov w0, #0; ret) covers three
+ * instructions of the file, each one a place for a uprobe.  Its brk #5
+ * over one of ours, or the file's instruction it writes back when it goes
+ * (a whole instruction on arm64), is torn: never foreign, never guarded.
+ * Only whole instructions count: half of one is foreign.
+ */
+#define CODE "\xfd\x7b\xbf\xa9\xfd\x03\x00\x91\xf3\x53\x01\xa9\xf3\x03\x00\xaa" FILL
+
+static void torn_by_a_uprobe_inside_the_change(void **state)
+{
+	struct stub_plan p;
+	uint8_t guarded[24], mem[24];
+	const uint8_t *code = (const uint8_t *)CODE;
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(code, 24, 0, &p), 0);
+	assert_int_equal(p.offset, 4);
+	assert_int_equal(p.len, 12);
+	stub_apply(code, 24, &p, guarded);
+	for (size_t at = 4; at < 16; at += 4) {
+		memcpy(mem, guarded, 24);
+		memcpy(mem + at, "\xa0\x00\x20\xd4", 4);          /* the uprobe is there */
+		assert_int_equal(stub_classify(code, mem, 24, &p, &bp), PROTO_SITE_TORN);
+		assert_true(bp);
+		memcpy(mem + at, code + at, 4);                     /* and went */
+		assert_int_equal(stub_classify(code, mem, 24, &p, &bp), PROTO_SITE_TORN);
+		assert_false(bp);
+		memcpy(mem + at, code + at, 2);                     /* half an instruction */
+		memcpy(mem + at + 2, guarded + at + 2, 2);
+		if (memcmp(mem + at, guarded + at, 4) && memcmp(mem + at, code + at, 4))
+			assert_int_equal(stub_classify(code, mem, 24, &p, &bp), PROTO_SITE_FOREIGN);
+	}
+	/* Before the guard: the original with the uprobe inside the change. */
+	memcpy(mem, code, 24);
+	memcpy(mem + 8, "\xa0\x00\x20\xd4", 4);
+	assert_int_equal(stub_classify(code, mem, 24, &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+}
+
 static void bti_c_kept_plain_ret(void **state)
 {
 	(void)state;
@@ -167,6 +208,7 @@ int main(void)
 		cmocka_unit_test(entry_undone_before_the_stub),
 		cmocka_unit_test(no_undo_stub_at_entry),
 		cmocka_unit_test(breakpoint_on_the_entry_seen_through),
+		cmocka_unit_test(torn_by_a_uprobe_inside_the_change),
 		cmocka_unit_test(bti_c_kept_plain_ret),
 		cmocka_unit_test(paciasp_kept_retaa_with_pauth),
 		cmocka_unit_test(pac_without_pauth_plain_ret),

@@ -254,10 +254,11 @@ def test_state_foreign_is_never_written(daemon, victim):
     site = int(libc_site(res)["address"], 16)
     original = read_mem(v.pid, site, 16)
     off = stub_offset(original)
-    # Somebody else's patch: one byte of the stub range, neither original
-    # nor ours.  The idle victim never calls backtrace() again, so poking a
-    # running process is safe.
-    foreign_byte = b"\xcc" if original[off:off + 1] != b"\xcc" else b"\x90"
+    # Somebody else's patch: one byte of the stub range, neither original,
+    # ours, nor a breakpoint (int3 there is a uprobe's or a debugger's, which
+    # guard plans around or rewrites: test_uprobes.py).  The idle victim
+    # never calls backtrace() again, so poking a running process is safe.
+    foreign_byte = b"\x90" if original[off:off + 1] != b"\x90" else b"\xf4"
     write_mem(v.pid, site + off, foreign_byte)
     foreign = read_mem(v.pid, site, 16)
     try:

@@ -11,25 +11,35 @@ while not:
 
 - a uprobe attached to a guarded process, hit by every thread, detached;
 - guard and unguard with a uprobe attached, then detached;
-- attaching and detaching racing guard and unguard, many times.
+- attaching and detaching racing guard and unguard, many times;
+- a uprobe at an instruction of the file that starts inside the bytes the
+  guard changes (on Debian 12's glibc, +1 and +4): attached before the
+  guard, the guard writes over its breakpoint and the process lives on
+  guarded; attached after it (to a job-stopped process: hit, it would
+  crash it, SECURITY.md), status says "torn", and again once the probe's
+  removal wrote the file's byte back, at critical level in the log, and
+  guard repairs it.
 
 The uprobes are the kernel's own (perf_event_open, no BPF), filtered to the
 victim so the rest of the machine is not probed.
 """
 
 import os
+import signal
 import threading
 import time
 
 import pytest
 
-from btg.daemon import guard_ok, one, unguard_ok
-from btg.sites import Site
+from btg.daemon import guard_ok, one, running_daemon, unguard_ok
+from btg.procfs import task_states, wait_for, wait_threads_running
+from btg.sites import Site, change_range, instruction_starts
 from btg.uprobes import BREAKPOINT, Uprobe, uprobes_work
-from btg.victims import wait_behaviour
+from btg.victims import victim_path, wait_behaviour
 
 CYCLES = int(os.environ.get("BTGUARD_UPROBE_CYCLES", "20"))
 RACE_SECONDS = float(os.environ.get("BTGUARD_UPROBE_RACE_S", "8"))
+INSIDE_CYCLES = int(os.environ.get("BTGUARD_UPROBE_INSIDE_CYCLES", "10"))
 
 pytestmark = pytest.mark.skipif(uprobes_work() is not None, reason=str(uprobes_work()))
 
@@ -158,3 +168,183 @@ def test_uprobes_racing_guard_and_unguard(daemon, victim):
     wait_behaviour(v, zero=False)
     guard_ok(daemon, v.pid)
     wait_behaviour(v, zero=True)
+
+
+def starts_past_the_entry(site):
+    """The run-time addresses of the file's instructions after the first
+    in the bytes the tests compare, the first ones in the bytes the guard
+    changes, then those it writes again as they are (the rest of its word)
+    and after: everywhere a uprobe's tool may put one near the guard."""
+    lo, hi = change_range(site)
+    starts = [a for a in instruction_starts(site.pid, site.address, site.LEN)
+              if a > site.address]
+    assert starts and starts[0] == site.address + lo, (lo, hi, starts)
+    assert any(a >= site.address + hi for a in starts), (lo, hi, starts)
+    return starts
+
+
+def first_change(now, original, skip):
+    """The offset of the first byte that differs from the file's, but at skip."""
+    return next(i for i in range(len(now)) if i != skip and now[i] != original[i])
+
+
+def job_stop(v):
+    os.kill(v.pid, signal.SIGSTOP)
+    wait_for(lambda: all(s == ("T", 0) for s in task_states(v.pid).values()),
+             "every thread job-stopped", timeout=10)
+
+
+def job_continue(v):
+    os.kill(v.pid, signal.SIGCONT)
+    wait_threads_running(v.pid)
+
+
+def job_stop_clear_of_the_stub(daemon, v):
+    """Job-stops the guarded victim with no thread inside the bytes the
+    guard changes (a thread stopped there would make the repair busy: it
+    would run the torn bytes, as any other would): the daemon's own check
+    says so, by an unguard and a guard that write."""
+    for _ in range(20):
+        job_stop(v)
+        res = one(daemon.ctl("--deadline", 200, "unguard", v.pid, check=None), v.pid, "unguard")
+        if res["ok"]:
+            guard_ok(daemon, v.pid)
+            return
+        assert res["error"] == "busy", res
+        job_continue(v)
+        time.sleep(0.01)
+    pytest.fail("every stop left a thread inside the stub")
+
+
+def test_a_uprobe_near_the_guard_before_it(daemon, victim):
+    """Attached first, while 4 threads call backtrace() nonstop, at each
+    instruction of the file after the first, within the bytes the guard
+    would change or write: the guard re-plans around the probe, keeping the
+    probed instruction and putting its bytes after it (or, for a probe past
+    them, changes the usual bytes before it), so the probe stays, fires
+    where the guarded function still reaches it, every call returns 0
+    frames, and the probe's removal leaves the guard whole.  (Writing the
+    usual bytes over a probe inside them is refused as busy again and
+    again: the kernel stops a thread right after replaying the probed
+    instruction, where the usual stub would crash it.)"""
+    v = victim.bt_loop(4)
+    site = Site(v.pid)
+    for cycle in range(INSIDE_CYCLES):
+        for at in starts_past_the_entry(site):
+            off = at - site.address
+            with Uprobe(v.pid, at) as probe:
+                assert probe.in_place(), f"cycle {cycle}, +{off}: no breakpoint"
+                # Unguarded, a hit replays the file's instruction: the file's own code.
+                wait_hits(probe, 20)
+                res = status(daemon, v.pid)
+                s = libc_site_of(res)
+                assert res["state"] == "unguarded" and s["state"] == "original", res
+                assert s["breakpoint"] is True, res
+                res = guard_ok(daemon, v.pid)
+                assert libc_site_of(res)["breakpoint"] is True, res
+                now = site.now()
+                assert now[off] == BREAKPOINT[0], f"+{off}: the probe was written over: {now.hex()}"
+                reached = first_change(now, site.original, off) > off
+                hits = probe.hits()
+                if cycle == 0:
+                    wait_behaviour(v, zero=True)
+                if reached:
+                    wait_hits(probe, hits)
+                v.assert_alive()
+            now = site.now()
+            assert now[off] == site.original[off], f"+{off}: {now.hex()}"
+            res = status(daemon, v.pid)
+            assert res["state"] == "guarded" and libc_site_of(res)["breakpoint"] is False, res
+            v.assert_alive()
+            if cycle == 0:
+                wait_behaviour(v, zero=True)
+            unguard_ok(daemon, v.pid)
+            assert site.classify() == "original", site.classify()
+    wait_behaviour(v, zero=False)
+    guard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=True)
+
+
+def test_a_uprobe_near_the_guard_after_it(daemon, victim):
+    """Attached to a guarded process while it is job-stopped (a hit inside
+    the changed bytes would crash it: SECURITY.md), then removed: inside
+    the change, status says torn both times, warns, and logs it at critical
+    level, and guard rewrites the stub; past it, status says guarded with a
+    breakpoint.  Then the 4 threads, let go, call backtrace() nonstop and
+    get 0 frames."""
+    v = victim.bt_loop(4)
+    site = Site(v.pid)
+    lo, hi = change_range(site)
+    guard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=True)
+    for cycle in range(INSIDE_CYCLES):
+        for at in starts_past_the_entry(site):
+            off = at - site.address
+            inside = lo <= off < hi
+            job_stop_clear_of_the_stub(daemon, v)
+            crit = daemon.log().count(f"critical: status pid={v.pid} ")
+            with Uprobe(v.pid, at) as probe:
+                assert probe.in_place(), f"cycle {cycle}, +{off}: no breakpoint"
+                res = status(daemon, v.pid)
+                s = libc_site_of(res)
+                if inside:
+                    assert res["state"] == "partial" and s["state"] == "torn", res
+                    assert "torn" in [w["name"] for w in res["warnings"]], res
+                else:
+                    assert res["state"] == "guarded" and s["state"] == "guarded", res
+                    assert res["warnings"] == [], res
+                assert s["breakpoint"] is True, res
+            # The kernel wrote the file's byte back, over ours inside the change.
+            now = site.now()
+            assert now[off] == site.original[off], now.hex()
+            assert now[:off] + now[off + 1:] == site.guarded[:off] + site.guarded[off + 1:]
+            res = status(daemon, v.pid)
+            s = libc_site_of(res)
+            assert s["breakpoint"] is False, res
+            if inside:
+                assert res["state"] == "partial" and s["state"] == "torn", res
+                assert "torn" in [w["name"] for w in res["warnings"]], res
+                log = daemon.log()
+                assert log.count(f"critical: status pid={v.pid} ") == crit + 2, log[-3000:]
+                res = guard_ok(daemon, v.pid)
+                assert res["warnings"] == [], res
+            else:
+                assert res["state"] == "guarded" and res["warnings"] == [], res
+            assert site.now() == site.guarded, site.now().hex()
+            job_continue(v)
+            if cycle == 0:
+                wait_behaviour(v, zero=True)
+            v.assert_alive()
+    wait_behaviour(v, zero=True)
+    unguard_ok(daemon, v.pid)
+    wait_behaviour(v, zero=False)
+
+
+def test_the_policy_repairs_a_torn_guard_an_answer_found(tmp_path, victim):
+    """The policy guarded the victim; a uprobe inside the stub came and went
+    while it was job-stopped: the mappings are the same, so the sweep
+    would not look again, but once an answer (a monitoring status, say)
+    found the site torn, the next sweep asks the policy about it, and its
+    rule's guard repairs it."""
+    os.chmod(tmp_path, 0o755)
+    conf = tmp_path / "btguardd.conf"
+    conf.write_text("[watch]\ninterval = 500ms\n\n[rule bt]\naction = guard\n"
+                    f"exe = {victim_path('bt_loop')}\n")
+    v = victim.bt_loop(4)
+    site = Site(v.pid)   # before the policy's first sweep guards it
+    with running_daemon(args=("--config", str(conf))) as d:
+        wait_for(lambda: status(d, v.pid)["state"] == "guarded", "the policy's guard", timeout=10)
+        wait_behaviour(v, zero=True)
+        lo, _ = change_range(site)
+        job_stop_clear_of_the_stub(d, v)
+        with Uprobe(v.pid, site.address + lo) as probe:
+            assert probe.in_place()
+        assert status(d, v.pid)["sites"][0]["state"] == "torn"
+        wait_for(lambda: status(d, v.pid)["state"] == "guarded", "the sweep's repair", timeout=10)
+        assert site.now() == site.guarded, site.now().hex()
+        assert [ln for ln in d.log().splitlines()
+                if ln.startswith(f"btguardd: info: guard pid={v.pid} ") and " by rule bt " in ln
+                and " wrote " in ln], d.log()[-3000:]
+        job_continue(v)
+        wait_behaviour(v, zero=True)
+        v.assert_alive()

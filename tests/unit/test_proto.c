@@ -669,7 +669,7 @@ static void result_encoder_refuses_invalid(void **state)
 	res->nsites = 1;
 	res->sites[0].state = 0;
 	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), -EINVAL);
-	res->sites[0].state = PROTO_SITE_FOREIGN + 1;
+	res->sites[0].state = PROTO_SITE_TORN + 1;
 	assert_int_equal(proto_encode_result(res, buf, BUF_CAP), -EINVAL);
 	res->sites[0].state = PROTO_SITE_GUARDED;
 	res->state = PROTO_PROC_UNKNOWN + 1;
@@ -762,7 +762,7 @@ static void result_decoder_rejections(void **state)
 	raw_msg(r, "", 0);
 	REJECT();
 	for (unsigned st = 0; st < 256; st++) {
-		if (st >= PROTO_SITE_ORIGINAL && st <= PROTO_SITE_FOREIGN)
+		if (st >= PROTO_SITE_ORIGINAL && st <= PROTO_SITE_TORN)
 			continue;
 		raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
 		raw_msg(r, "", 0);
@@ -1051,6 +1051,7 @@ static void name_tables_cover_every_value(void **state)
 	assert_string_equal(proto_site_state_name(PROTO_SITE_ORIGINAL), "original");
 	assert_string_equal(proto_site_state_name(PROTO_SITE_GUARDED), "guarded");
 	assert_string_equal(proto_site_state_name(PROTO_SITE_FOREIGN), "foreign");
+	assert_string_equal(proto_site_state_name(PROTO_SITE_TORN), "torn");
 	assert_string_equal(proto_site_state_name(0), "unknown");
 
 	assert_string_equal(proto_proc_state_name(PROTO_PROC_NONE), "none");

@@ -30,6 +30,8 @@ static const uint8_t debian[16] = { 0x55, 0x48, 0x89, 0xe5, 0x53, 0x89, 0xf3, 0x
 static const uint8_t odd[16] = { 0x48, 0x89, 0xf8, 0x48, 0x83, 0xec, 0x48, 0x64,
 				 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00 };
 
+#define FILL16 "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+
 static void check_plan(const uint8_t *code, size_t offset, const char *change, size_t len)
 {
 	struct stub_plan p;
@@ -171,10 +173,80 @@ static void classify_original_guarded_foreign(void **state)
 	/* A stub with different surroundings means another file: foreign. */
 	mem[10] ^= 0xff;
 	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
-	/* Someone else's byte inside the change is foreign too, int3 or not. */
+	/* Someone else's byte inside the change, neither ours, the file's nor int3: foreign. */
+	stub_apply(plain, sizeof(plain), &p, mem);
+	mem[3] = 0x90;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+	/* The original with an int3 inside the change: a uprobe there, original. */
 	memcpy(mem, plain, sizeof(plain));
 	mem[2] = 0xcc;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	/* An int3 past the change: a uprobe on the file's code the stub never reaches. */
+	memcpy(mem, plain, sizeof(plain));
+	mem[12] = 0xcc;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	stub_apply(plain, sizeof(plain), &p, mem);
+	mem[12] = 0xcc;
+	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
+	assert_true(bp);
+	mem[12] = 0x90;
 	assert_int_equal(stub_classify(plain, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
+	assert_false(bp);
+}
+
+/*
+ * Debian 12's backtrace(), guarded: "55 | 5d 31 c0 c3" over "55 | 48 89 e5 | 53".
+ * A uprobe at +1 or +4 (instructions of the file inside the change) writes
+ * int3 there; its removal writes the file's byte back.  Both are torn, at
+ * every byte of the change, never foreign, never guarded or original.
+ */
+static void classify_torn_by_a_uprobe_inside_the_change(void **state)
+{
+	struct stub_plan p;
+	uint8_t guarded[16], mem[16];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(debian, sizeof(debian), 0, &p), 0);
+	stub_apply(debian, sizeof(debian), &p, guarded);
+	for (size_t at = p.offset; at < p.offset + p.len; at++) {
+		memcpy(mem, guarded, sizeof(mem));
+		mem[at] = 0xcc;
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_true(bp);
+		mem[at] = debian[at];
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_false(bp);
+		/* With the entry's uprobe as well. */
+		mem[0] = 0xcc;
+		assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+		assert_true(bp);
+	}
+	/* The two the issue measured: "55 48 31 c0 c3" and "55 5d 31 c0 53". */
+	assert_int_equal(stub_classify(debian, (const uint8_t *)"\x55\x48\x31\xc0\xc3\x89\xf3\x48"
+				       "\x83\xec\x38\x64\x48\x8b\x04\x25", 16, &p, &bp),
+			 PROTO_SITE_TORN);
+	assert_int_equal(stub_classify(debian, (const uint8_t *)"\x55\x5d\x31\xc0\x53\x89\xf3\x48"
+				       "\x83\xec\x38\x64\x48\x8b\x04\x25", 16, &p, &bp),
+			 PROTO_SITE_TORN);
+	/* Several at once: every unit of the change but one the file's, one int3. */
+	memcpy(mem, debian, sizeof(mem));
+	mem[1] = 0xcc;
+	mem[4] = guarded[4];
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
+	/* A byte of the file where the stub's equals it is no evidence: original. */
+	memcpy(mem, debian, sizeof(mem));
+	mem[1] = mem[4] = 0xcc;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	/* A torn stub with foreign bytes past the change stays foreign. */
+	memcpy(mem, guarded, sizeof(mem));
+	mem[1] = debian[1];
+	mem[9] ^= 0xff;
+	assert_int_equal(stub_classify(debian, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
 	assert_false(bp);
 }
 
@@ -208,11 +280,103 @@ static void classify_sees_through_a_breakpoint_on_the_entry(void **state)
 	assert_int_equal(stub_plan(odd, sizeof(odd), 0, &p), 0);
 	stub_apply(odd, sizeof(odd), &p, mem);
 	mem[0] = 0xcc;
-	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_FOREIGN);
-	assert_false(bp);
+	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
 }
 
 /* What an older btguard wrote (the stub at the entry) is recognised, for unguard. */
+/* Debian 12's backtrace(), 32 bytes: the prologue the stub can keep, then "mov %fs:0x28,%rax". */
+static const uint8_t debian32[32] = {
+	0x55, 0x48, 0x89, 0xe5, 0x53, 0x89, 0xf3, 0x48, 0x83, 0xec, 0x38, 0x64, 0x48, 0x8b, 0x04, 0x25,
+	0x28, 0x00, 0x00, 0x00, 0x48, 0x89, 0x45, 0xe8, 0x31, 0xc0, 0x48, 0x89, 0x7d, 0xc0, 0xe8, 0x2d };
+
+static void check_keeping(const uint8_t *code, size_t len, size_t nkeep, size_t offset,
+			  const char *change, size_t change_len)
+{
+	struct stub_plan p;
+
+	assert_int_equal(stub_plan_keeping(code, len, 0, nkeep, &p), 0);
+	assert_int_equal(p.offset, offset);
+	assert_int_equal(p.len, change_len);
+	assert_int_equal(p.nwords, (change_len + 7) / 8);
+	assert_memory_equal(p.bytes, change, change_len);
+}
+
+/*
+ * Re-planned around a breakpoint, the stub keeps more of the prologue and
+ * undoes it last first: each pushed register popped, the frame pointer
+ * restored by its pop, mov into a pushed register undone by the pop.
+ */
+static void plan_keeping_more_of_the_prologue(void **state)
+{
+	struct stub_plan p, plans[STUB_MAX_PLANS];
+	(void)state;
+	check_keeping(debian32, 32, 1, 1, "\x5d\x31\xc0\xc3", 4);
+	check_keeping(debian32, 32, 2, 4, "\x5d\x31\xc0\xc3", 4);            /* mov %rsp,%rbp */
+	check_keeping(debian32, 32, 3, 5, "\x5b\x5d\x31\xc0\xc3", 5);        /* push %rbx */
+	check_keeping(debian32, 32, 4, 7, "\x5b\x5d\x31\xc0\xc3", 5);        /* mov %esi,%ebx */
+	check_keeping(debian32, 32, 5, 11, "\x48\x83\xc4\x38\x5b\x5d\x31\xc0\xc3", 9);
+	assert_int_equal(stub_plan_keeping(debian32, 32, 0, 6, &p), -ENOENT);   /* mov %fs:... */
+	/* The plan's, four that keep more, the old one at the entry. */
+	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 6);
+	assert_int_equal(plans[0].offset, 1);
+	assert_int_equal(plans[4].offset, 11);
+	assert_int_equal(plans[5].offset, 0);
+	assert_int_equal(stub_plans(debian32, 32, 0, plans, 3), 3);
+	/* Never a write into a register the caller relies on that no pop restores. */
+	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x53\x89\xc5" FILL16, 19, 0, 2, &p),
+			 -ENOENT);                                               /* mov %eax,%ebp */
+	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x55\x48\x89\xec" FILL16, 20, 0, 2, &p),
+			 -ENOENT);                                               /* mov %rbp,%rsp */
+	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x55\x41\x89\xc4" FILL16, 20, 0, 2, &p),
+			 -ENOENT);                                               /* mov %eax,%r12d */
+	check_keeping((const uint8_t *)"\x55\x89\xc7" FILL16, 19, 2, 3, "\x5d\x31\xc0\xc3", 4);
+	check_keeping((const uint8_t *)"\x41\x54\x4c\x89" FILL16, 20, 1, 2, "\x41\x5c\x31\xc0\xc3", 5);
+	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x41\x54\x4c\x89" FILL16, 20, 0, 2, &p),
+			 -ENOENT);                                               /* REX.R mov: not known */
+	/* After endbr64: the pad, then the instructions. */
+	check_keeping(ibt, 16, 0, 4, "\x31\xc0\xc3", 3);
+	check_keeping(ibt, 16, 1, 6, "\x41\x5f\x31\xc0\xc3", 5);
+}
+
+/*
+ * A uprobe at +1 of the original: the plan that keeps "mov %rsp,%rbp" is
+ * the first clear of it; guarded so, the breakpoint on the kept
+ * instruction is seen through, and the plan's own classification finds
+ * the bytes foreign (sites.c tries every plan).
+ */
+static void classify_a_guard_planned_around_a_breakpoint(void **state)
+{
+	struct stub_plan plans[STUB_MAX_PLANS];
+	uint8_t mem[32];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 6);
+	memcpy(mem, debian32, 32);
+	mem[1] = 0xcc;
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[0], &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
+	stub_apply(debian32, 32, &plans[1], mem);
+	mem[1] = 0xcc;
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_GUARDED);
+	assert_true(bp);
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[0], &bp), PROTO_SITE_FOREIGN);
+	mem[1] = debian32[1];   /* the probe went */
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_GUARDED);
+	assert_false(bp);
+	/* At +4: the first clear of it keeps "push %rbx" too, the words included. */
+	memcpy(mem, debian32, 32);
+	mem[4] = 0xcc;
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[2]));
+	/* A breakpoint in a later word of the plan's write: not clear either. */
+	memcpy(mem, debian32, 32);
+	mem[8] = 0xcc;
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
+}
+
 static void plan_at_entry_is_the_old_placement(void **state)
 {
 	struct stub_plan p, old;
@@ -283,8 +447,11 @@ int main(void)
 		cmocka_unit_test(plan_with_endbr64_keeps_landing_pad),
 		cmocka_unit_test(classify_sees_through_a_breakpoint_on_the_entry),
 		cmocka_unit_test(plan_at_entry_is_the_old_placement),
+		cmocka_unit_test(plan_keeping_more_of_the_prologue),
+		cmocka_unit_test(classify_a_guard_planned_around_a_breakpoint),
 		cmocka_unit_test(plan_refuses_when_the_word_does_not_fit),
 		cmocka_unit_test(classify_original_guarded_foreign),
+		cmocka_unit_test(classify_torn_by_a_uprobe_inside_the_change),
 		cmocka_unit_test(classify_endbr64_stub_placement_matters),
 		cmocka_unit_test(pc_unsafe_only_strictly_inside),
 		cmocka_unit_test(scan_words_finds_return_address),

@@ -41,8 +41,13 @@
 #define ARCH_BREAKPOINT_LEN 1u
 #define ARCH_BREAKPOINTS    { { 0xcc } }   /* int3: uprobes, gdb */
 
-/* The longest change: an undone first instruction, then the stub. */
-#define ARCH_CHANGE_MAX  8u
+/*
+ * The longest change: the undo of the instructions kept, then the stub.
+ * One undone first instruction and the stub fit one ptrace word; a change
+ * that keeps more (arch_next_undo) may take two, written with one pwrite
+ * inside a page as on aarch64 (sites.c).
+ */
+#define ARCH_CHANGE_MAX  16u
 
 /*
  * First instructions the stub can follow, by undoing them: the bytes of
@@ -81,6 +86,45 @@ static inline size_t arch_entry_undo(const uint8_t *code, size_t len, uint8_t *u
 		return 4;
 	}
 	return 0;
+}
+
+/*
+ * The instructions of a prologue the stub can follow when a breakpoint
+ * sits inside the bytes the first plan changes (stub.c keeps them all,
+ * undoing them last first): the instruction at code, its undo in undo[]
+ * (*ret_undo_len bytes, maybe none), its length returned, 0 for one not in
+ * this list.  *saved holds the registers the instructions kept so far
+ * pushed (bit r for register r), whose pop restores them.
+ *  - push %reg and sub $imm8,%rsp, as arch_entry_undo();
+ *  - mov %reg,%reg (89 /r, 48 89 /r, register operands only): no undo, if
+ *    the register it writes is one the caller does not rely on (rax, rcx,
+ *    rdx, rsi, rdi: scratch, and the stub sets eax anyway) or one pushed
+ *    before, which its pop restores; never rsp.  Debian 12's "mov
+ *    %rsp,%rbp" after "push %rbp" and "mov %esi,%ebx" after "push %rbx".
+ */
+#define ARCH_SCRATCH_REGS ((1u << 0) | (1u << 1) | (1u << 2) | (1u << 6) | (1u << 7))
+
+static inline size_t arch_next_undo(const uint8_t *code, size_t len, uint32_t *saved,
+				    uint8_t *undo, size_t *ret_undo_len)
+{
+	size_t insn_len = 0, undo_len = arch_entry_undo(code, len, undo, &insn_len);
+	size_t at = len >= 1 && code[0] == 0x48;   /* REX.W: the 64-bit mov */
+	unsigned dst;
+
+	if (undo_len) {
+		/* A pop (58+r; 41 58+r) restores what the push saved; add $imm8,%rsp is 4 bytes. */
+		if (undo_len <= 2)
+			*saved |= 1u << ((undo[undo_len - 1] & 7) | (undo_len == 2 ? 8 : 0));
+		*ret_undo_len = undo_len;
+		return insn_len;
+	}
+	if (len < at + 2 || code[at] != 0x89 || (code[at + 1] & 0xc0) != 0xc0)
+		return 0;
+	dst = code[at + 1] & 7;
+	if (dst == 4 || !(((ARCH_SCRATCH_REGS | *saved) >> dst) & 1))
+		return 0;
+	*ret_undo_len = 0;
+	return at + 2;
 }
 
 /* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */

@@ -147,3 +147,29 @@ class Site:
             return "guarded"
         return (f"torn: {data.hex()} at {self.address:#x} (original "
                 f"{self.original.hex()}, guarded {self.guarded.hex()})")
+
+
+def instruction_starts(pid, address, length, suffix="/libc.so.6"):
+    """Run-time addresses of the instructions of the object's file that
+    start in [address, address + length), address a function's entry:
+    objdump decodes the file from there, as a uprobe's tool finds the places
+    the kernel accepts."""
+    start, path = object_base(pid, suffix)
+    lo = address - start
+    # Decoded past the end, so that the last instruction is not cut short.
+    out = subprocess.run(["objdump", "-d", f"--start-address={lo:#x}",
+                          f"--stop-address={lo + length + 16:#x}", f"/proc/{pid}/root{path}"],
+                         check=True, capture_output=True, text=True).stdout
+    starts = []
+    for line in out.splitlines():
+        head = line.split(":\t", 1)
+        # An instruction's line: "  1159c1:\t48 89 e5 \tmov ..."; a long one's rest has no mnemonic.
+        if len(head) == 2 and head[0].strip() and "\t" in head[1]:
+            starts.append(start + int(head[0].strip(), 16))
+    return [a for a in starts if a < address + length]
+
+
+def change_range(site):
+    """(lo, hi): the offsets from the entry of the bytes the guard changes."""
+    diff = [i for i in range(len(site.original)) if site.original[i] != site.guarded[i]]
+    return diff[0], diff[-1] + 1
