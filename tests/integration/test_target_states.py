@@ -369,7 +369,10 @@ def test_thread_slow_to_stop_is_never_called_a_foreign_tracer(daemon, victim, th
             res = one(daemon.ctl("--deadline", 20, "guard", v.pid, check=None), v.pid, "guard")
             if not res["ok"]:
                 break
-            one(daemon.ctl("unguard", v.pid, check=0), v.pid, "unguard")
+            # The guard went through, but the throttled worker may not have
+            # run since it was let go: an unguard meanwhile is rightly busy.
+            wait_for(lambda: one(daemon.ctl("unguard", v.pid, check=None), v.pid,
+                                 "unguard")["ok"], "the unguard once the worker ran", timeout=60)
             time.sleep(0.2)
         assert res.get("error") == "busy" and str(worker) in res["message"], res
         # At once: the worker is still ours, parked until it stops.
