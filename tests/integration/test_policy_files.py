@@ -68,33 +68,39 @@ def refused_by_reload(d, path, why):
     assert rule_names(d) == before
 
 
+def refused_at_once_while_others_are_served(d, path, why):
+    """A reload, and meanwhile another client's status: both answered at
+    once (nothing waits on path), the reload naming path and why, and the
+    rules in force unchanged."""
+    got = {}
+
+    def reload():
+        try:
+            got["reload"] = d.ctl("reload", json=False, check=None, timeout=QUICK)
+        except subprocess.TimeoutExpired as e:
+            got["reload"] = e
+
+    t0 = time.monotonic()
+    th = threading.Thread(target=reload)
+    th.start()
+    time.sleep(0.2)
+    status = d.ctl("status", os.getpid(), check=None, timeout=QUICK)
+    th.join(QUICK + 5)
+    assert time.monotonic() - t0 < QUICK
+    assert status.rc in (0, 4) and len(status.results) == 1, status
+    r = got["reload"]
+    assert not isinstance(r, Exception), r
+    assert r.rc == 1 and f"{path}: refused: {why}" in r.stderr, r
+    assert rule_names(d) == {"main"}
+
+
 # ----------------------------------------------------------- not waited on --
 
 def test_a_fifo_drop_in_is_refused_at_once_and_others_are_served(conf):
     fifo = dropins(conf) / "50-x.conf"
     with running_daemon(args=("--config", str(conf))) as d:
         os.mkfifo(fifo)
-        # A reload, and meanwhile another client's status: both answered at once.
-        got = {}
-
-        def reload():
-            try:
-                got["reload"] = d.ctl("reload", json=False, check=None, timeout=QUICK)
-            except subprocess.TimeoutExpired as e:
-                got["reload"] = e
-
-        t0 = time.monotonic()
-        th = threading.Thread(target=reload)
-        th.start()
-        time.sleep(0.2)
-        status = d.ctl("status", os.getpid(), check=None, timeout=QUICK)
-        th.join(QUICK + 5)
-        assert time.monotonic() - t0 < QUICK
-        assert status.rc in (0, 4) and len(status.results) == 1, status
-        r = got["reload"]
-        assert not isinstance(r, Exception), r
-        assert r.rc == 1 and f"{fifo}: refused: a FIFO, not a regular file" in r.stderr, r
-        assert rule_names(d) == {"main"}
+        refused_at_once_while_others_are_served(d, fifo, "a FIFO, not a regular file")
     # At start and from --check-config alike.
     assert check_config(conf).returncode == 1
     with running_daemon(args=("--config", str(conf))) as d:
@@ -136,27 +142,8 @@ def test_a_drop_in_under_a_lease_is_refused_at_once_and_others_are_served(conf):
     with running_daemon(args=("--config", str(conf))) as d:
         leased.write_text(rule("leased", "/nonexistent/btg-leased"))
         leased.chmod(0o644)
-        got = {}
-
-        def reload():
-            try:
-                got["reload"] = d.ctl("reload", json=False, check=None, timeout=QUICK)
-            except subprocess.TimeoutExpired as e:
-                got["reload"] = e
-
         with lease_held(leased):
-            t0 = time.monotonic()
-            th = threading.Thread(target=reload)
-            th.start()
-            time.sleep(0.2)
-            status = d.ctl("status", os.getpid(), check=None, timeout=QUICK)
-            th.join(QUICK + 5)
-            assert time.monotonic() - t0 < QUICK
-            assert status.rc in (0, 4) and len(status.results) == 1, status
-            r = got["reload"]
-            assert not isinstance(r, Exception), r
-            assert r.rc == 1 and f"{leased}: refused: {why}" in r.stderr, r
-            assert rule_names(d) == {"main"}
+            refused_at_once_while_others_are_served(d, leased, why)
             p = check_config(conf)
             assert p.returncode == 1 and f"{leased}: refused: {why}" in p.stderr, p
         # Let go: read as any other.
