@@ -471,7 +471,7 @@ static uint64_t process_age_ms(uint64_t start_ticks)
 }
 
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **ret)
+	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **reterr_job)
 {
 	char why[PROTO_MAX_MESSAGE + 1];
 	struct exec_job *j;
@@ -483,7 +483,7 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 
 	/* The pin is only read for its age: the tracer sees the exit first,
 	 * so the PID cannot be reused under us. */
-	*ret = NULL;
+	*reterr_job = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
 	r = procfs_list_tasks(pid, &tids, &ntids);
 	free(tids);
@@ -534,7 +534,7 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 		r = r == -ESRCH ? -BTG_ERR_GONE : r;
 		goto out_answer;
 	}
-	*ret = j;
+	*reterr_job = j;
 	return 0;
 
 out_answer:

@@ -39,10 +39,10 @@ struct exec_job;
  * process started.  The job holds one of caller's follow slots until
  * exec_end() (follows.h): -BTG_ERR_LIMIT, saying which limit, when none
  * is left to it.  res is written until the job ends.  Returns 0 with
- * *ret set (call exec_step()), or the negative code also in res.
+ * *reterr_job set (call exec_step()), or the negative code also in res.
  */
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **ret);
+	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **reterr_job);
 
 /*
  * Handles what the process did since the last step, a bounded piece of

@@ -800,13 +800,13 @@ void patch_end(struct patch_job *j)
 int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 		struct procfs_mapping *maps, size_t nmaps, const struct patch_pin *pin,
 		unsigned action, uint32_t deadline_ms, struct proto_result *res,
-		struct patch_job **ret)
+		struct patch_job **reterr_job)
 {
 	struct patch_job *j;
 	size_t todo;
 	int r;
 
-	*ret = NULL;
+	*reterr_job = NULL;
 	res->state = PROTO_PROC_UNKNOWN;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
@@ -862,7 +862,7 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 		r = finish(j, r);
 		goto out_end;
 	}
-	*ret = j;
+	*reterr_job = j;
 	return 0;
 
 out_answer:

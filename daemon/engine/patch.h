@@ -47,15 +47,15 @@ struct patch_job;
  * attempt): steps 1-3, before anything is stopped.  via is a live task of
  * pid, maps its /proc/PID/maps as read through it; the job takes them over
  * (freed with it, or at once on failure).  res is written until
- * the job ends and must live as long.  Returns 0 with *ret set when
- * attempts are to be made (call patch_step()), or with *ret NULL when res
+ * the job ends and must live as long.  Returns 0 with *reterr_job set when
+ * attempts are to be made (call patch_step()), or with *reterr_job NULL when res
  * is already the whole answer (status, nothing to write), or the negative
  * code also stored in res->error.
  */
 int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 		struct procfs_mapping *maps, size_t nmaps, const struct patch_pin *pin,
 		unsigned action, uint32_t deadline_ms, struct proto_result *res,
-		struct patch_job **ret);
+		struct patch_job **reterr_job);
 
 /*
  * Makes one attempt (step 4) and returns with nothing stopped: PATCH_AGAIN

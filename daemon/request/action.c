@@ -360,13 +360,13 @@ static int step(struct action_job *j, uint64_t *ret_wake_ms);
 
 int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
 		 struct action_target *want, struct proto_result *res,
-		 struct action_job **ret, uint64_t *ret_wake_ms)
+		 struct action_job **reterr_job, uint64_t *ret_wake_ms)
 {
 	struct patch_pin pin = { .pidfd = -1 };
 	struct action_job *j;
 	int r;
 
-	*ret = NULL;
+	*reterr_job = NULL;
 	memset(res, 0, sizeof(*res));
 	res->pid = want->pid;
 	res->action = (uint8_t)action;
@@ -396,10 +396,10 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 		r = start_patch(j, action, deadline_ms, &pin);
 	if (r < 0 || (!j->patch && !j->exec))
 		return action_end(j, r);
-	*ret = j;
+	*reterr_job = j;
 	r = step(j, ret_wake_ms);
 	if (r != ACTION_AGAIN && r != ACTION_ARMED)
-		*ret = NULL;
+		*reterr_job = NULL;
 	return r;
 }
 

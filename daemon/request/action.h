@@ -120,14 +120,14 @@ struct action_job;
  * error, ends up in *res (pid, error, state, sites, message, pause), which
  * the caller sends as one RESULT; res must live until the target is
  * answered.  Returns 0 when it is (logged, pin released), or ACTION_AGAIN
- * with *ret set: call action_step(*ret) again once CLOCK_MONOTONIC reaches
+ * with *reterr_job set: call action_step(*reterr_job) again once CLOCK_MONOTONIC reaches
  * *ret_wake_ms (ms).  PROTO_ACTION_AT_EXEC follows the process through its
  * exec (exec.c) and also returns ACTION_ARMED once: send res as an extra
  * RESULT, then as ACTION_AGAIN.
  */
 int action_start(const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
 		 struct action_target *target, struct proto_result *res,
-		 struct action_job **ret, uint64_t *ret_wake_ms);
+		 struct action_job **reterr_job, uint64_t *ret_wake_ms);
 
 /* The next attempt: as action_start(); on 0 the job is freed. */
 int action_step(struct action_job *j, uint64_t *ret_wake_ms);
