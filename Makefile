@@ -160,6 +160,7 @@ victims: $(VICTIM_BIN)
 # unit test, which runs natively.
 include tests/aarch64/aarch64.mk
 # --slurm-job's parser unit test and the test against a real Slurm.
+include slurm/slurm.mk
 include tests/slurm/slurm.mk
 
 unit: $(UNIT_BIN) $(AARCH64_UNIT_BIN) $(SLURM_UNIT_BIN)

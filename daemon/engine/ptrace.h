@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The only module that calls ptrace(2).  It stops every thread of a
- * process ("the world"), reads their registers, moves single words in and
- * out of their memory, and resumes every thread exactly as it was found.
+ * process ("the world"), reads their registers, moves words in and out
+ * of their memory (and, for a change longer than a word, one write of at
+ * most PTRACE_POKE_BYTES_MAX bytes inside a page), and resumes every
+ * thread exactly as it was found.
  *
  * Invariant: every path that stops a task leaves it as it found it.  A task
  * that was in a job-control stop is still stopped after ptrace_resume_all;
