@@ -37,7 +37,7 @@ CFLAGS ?= -O2 -g
 # build) come first, our warnings and hardening after: a later -Wformat
 # would otherwise undo -Wformat=2, and nothing from outside drops -Werror.
 # The daemon's layers, lowest first (HACKING.md): a file includes headers of
-# its own layer or lower ones (tests/integration/test_layers.py).  Each is on
+# its own layer or lower ones (tests/lint/test_layers.py).  Each is on
 # the quote path, so an include names the header alone.
 DAEMON_LAYERS := base node engine request watch serve
 DAEMON_IQUOTE := -iquote proto $(foreach l,$(DAEMON_LAYERS),-iquote daemon/$(l)) -iquote daemon/arch/$(ARCH)
@@ -189,8 +189,8 @@ check: check-deps
 	$(MAKE) tsan
 	$(MAKE) fuzz-replay
 	$(MAKE) check-valgrind
-	$(call PYTEST,$(BUILD),tests/integration)
-	$(call PYTEST,$(BUILD)/asan,tests/integration)
+	$(call PYTEST,$(BUILD),$(PYTEST_SUITES))
+	$(call PYTEST,$(BUILD)/asan,$(PYTEST_SUITES))
 	$(MAKE) check-mutants
 	$(MAKE) check-metrics
 	$(MAKE) check-install
@@ -200,15 +200,21 @@ check: check-deps
 	$(DEPLOY_TEST)
 	$(MAKE) check-aarch64
 
-# The integration suite (pytest, tests/integration) against the daemon in
-# build directory $(1), the victims and the fault build always $(BUILD)'s:
-# $(call PYTEST,DIR,FILES).  Said once, for check, check-quick, integration.
+# The pytest suites, by kind (tests/README.md): the repository's lints,
+# btguardctl without a daemon, and the integration tests against the real
+# daemon and victims.  tests/pytest.ini serves all three.
+PYTEST_QUICK := tests/lint
+PYTEST_SUITES := $(PYTEST_QUICK) tests/integration
+
+# Pytest against the daemon in build directory $(1), the victims and the
+# fault build always $(BUILD)'s: $(call PYTEST,DIR,FILES).  Said once, for
+# check, check-quick, integration.
 PYTEST = BTGUARD_BUILD=$(abspath $(1)) BTGUARD_VICTIMS=$(abspath $(BUILD))/victims \
 	BTGUARD_FAULTS_BUILD=$(abspath $(BUILD))/faults /usr/bin/python3 -m pytest -q $(2)
 
-# The whole integration suite on the plain build (as root; several minutes),
-# or some of it: make integration TESTS="tests/integration/test_guard.py".
-TESTS ?= tests/integration
+# Every pytest suite on the plain build (as root; several minutes), or some
+# of it: make integration TESTS="tests/integration/test_guard.py".
+TESTS ?= $(PYTEST_SUITES)
 integration:
 	$(MAKE) all victims faults
 	$(call PYTEST,$(BUILD),$(TESTS))
@@ -218,15 +224,13 @@ integration:
 check-mutants: check-deps
 	tests/mutants/run --build $(abspath $(BUILD))
 
-# The edit-test loop: builds, unit tests, the fuzz corpora, and the
-# integration tests that need neither root nor a target process.  Seconds.
+# The edit-test loop: builds, unit tests, the fuzz corpora, the lints and
+# the client's tests (no daemon, no target process).  Seconds.
 check-quick:
 	$(MAKE) all victims unit
 	$(MAKE) fuzz-replay
-	$(call PYTEST,$(BUILD),tests/integration/test_client_cli.py tests/integration/test_layers.py \
-	    tests/integration/test_nagios_plugin.py \
-	    tests/integration/test_references.py \
-	    $(wildcard tests/integration/test_docs.py tests/integration/test_completion.py))
+	$(call PYTEST,$(BUILD),$(PYTEST_QUICK) tests/integration/test_client_cli.py \
+	    tests/integration/test_nagios_plugin.py tests/integration/test_completion.py)
 
 # The shipped Prometheus alert rules and their unit tests, with Debian's
 # promtool; then a real daemon's report served by Debian's real

@@ -4,8 +4,9 @@
 Each mutant is a typical bug in the safety path: one or more exact text
 replacements in one source file (each `old` must occur exactly once, so a
 mutant that no longer applies fails loudly instead of passing), and the
-tests that should catch it: pytest node ids under tests/integration, or
-"unit" for `make unit`.  Every mutant must still build: a mutant that does
+tests that should catch it: pytest node ids, `test_x.py::name` under
+tests/integration and `FOLDER/test_x.py::name` under tests/FOLDER (the
+client's tests: `client/...`), or "unit" for `make unit`.  Every mutant must still build: a mutant that does
 not compile proves nothing.
 """
 

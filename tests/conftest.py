@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The integration tests' fixtures: a running daemon (`daemon`), victims
+"""The pytest suites' fixtures: a running daemon (`daemon`), victims
 killed at teardown by PID (`victim`), an unprivileged user (`test_user`),
 and a throttled cpu cgroup (`throttled_cgroup`).
 
-The helpers live in btg/, one module per subject, and a test imports each
-by name from its module (`from btg.daemon import running_daemon`), so it
-says where a helper lives; fixtures are found by pytest, never imported.
+The helpers live in integration/btg/, one module per subject, and a test
+imports each by name from its module (`from btg.daemon import
+running_daemon`), so it says where a helper lives; fixtures are found by
+pytest, never imported.  Both serve every folder under tests/: pytest.ini
+beside this file makes tests/ the rootdir and puts integration/ on the
+import path.
 """
 
 import os
