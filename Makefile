@@ -203,7 +203,7 @@ check: check-deps
 # The pytest suites, by kind (tests/README.md): the repository's lints,
 # btguardctl without a daemon, and the integration tests against the real
 # daemon and victims.  tests/pytest.ini serves all three.
-PYTEST_QUICK := tests/lint
+PYTEST_QUICK := tests/lint tests/client
 PYTEST_SUITES := $(PYTEST_QUICK) tests/integration
 
 # Pytest against the daemon in build directory $(1), the victims and the
@@ -229,8 +229,7 @@ check-mutants: check-deps
 check-quick:
 	$(MAKE) all victims unit
 	$(MAKE) fuzz-replay
-	$(call PYTEST,$(BUILD),$(PYTEST_QUICK) tests/integration/test_client_cli.py \
-	    tests/integration/test_nagios_plugin.py tests/integration/test_completion.py)
+	$(call PYTEST,$(BUILD),$(PYTEST_QUICK))
 
 # The shipped Prometheus alert rules and their unit tests, with Debian's
 # promtool; then a real daemon's report served by Debian's real
