@@ -10,15 +10,10 @@ traced, and the failure reported.
 
 import time
 
-from btg.daemon import running_daemon
-from btg.paths import FAULTS_BTGUARDD
+from btg.daemon import faulty_daemon
 from btg.procfs import read_mem, thread_problems, wait_threads_running
 from btg.sites import expected_site
 from btg.victims import start, victim_path
-
-
-def faulty_daemon(spec):
-    return running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": spec})
 
 
 def status(d, pid):

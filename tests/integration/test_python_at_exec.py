@@ -138,7 +138,7 @@ def test_the_drop_in_it_names_gives_exec_events_in_the_units_sandbox(tmp_path):
     """The example tells the admin to add a capability to the unit for exec
     events: with the unit's bounding set and that line (and no_new_privs),
     the daemon listens.  (The unit's alone may not do on every kernel:
-    test_units.py.)"""
+    test_systemd_units.py.)"""
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv not installed")
     service = [ln for ln in SERVICE.read_text().splitlines()

@@ -160,12 +160,18 @@ def running_daemon(**kw):
     check_daemon_exit(rc, log)
 
 
+def faulty_daemon(spec):
+    """running_daemon() of the fault build (daemon/base/fault.c, `make
+    faults`), told by BTGUARD_FAULTS=spec which ptrace call to fail or hold."""
+    return running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": spec})
+
+
 def guard_during_hold(pid, faults, marker, during):
     """Guards pid with the fault build (daemon/base/fault.c) given these faults,
     which hold the daemon somewhere inside an attempt, and calls during()
     once the daemon's log says `marker` (the hold began).  Returns the
     guard's result (JSON) and the daemon's log."""
-    with running_daemon(binary=FAULTS_BTGUARDD, env={"BTGUARD_FAULTS": faults}) as d:
+    with faulty_daemon(faults) as d:
         answer = {}
         t = threading.Thread(target=lambda: answer.update(
             r=d.ctl("--deadline", 10000, "guard", pid, check=None, timeout=60)))

@@ -6,6 +6,16 @@ believes it is (the stamper victim: every task reads the clock in a loop
 and records when it did not run; the daemon logs when every task was
 stopped and when it began to let them go), and every signal sent to it
 meanwhile is delivered afterwards, exactly once (the sigcount victim).
+
+Four tests read the daemon's debug log, because what they hold it to
+happens inside the daemon and shows nowhere else: the window in which it
+believes every task stopped (compared with the tasks' own clocks), the
+pause's phases (the lines bench/ab reads), how many threads were scanned
+(a thread born during the seizes and never held runs on, and nothing the
+victim does can show it), and how many were checked as each stopped
+rather than after the last one (the same checks, only sooner).  The
+sentences they match are the engine's LOG_DEBUG lines, as the regexes
+below spell them.
 """
 
 import os
@@ -17,12 +27,11 @@ import time
 
 import pytest
 
-from btg.daemon import guard_during_hold, guard_during_seize_hold, guard_ok
+from btg.daemon import faulty_daemon, guard_during_hold, guard_during_seize_hold, guard_ok
 from btg.paths import SETTLE_TIMEOUT
 from btg.procfs import thread_problems, wait_threads_running
 from btg.victims import start, victim_path
 from btg.wire import ACTION_GUARD, ACTION_UNGUARD, Wire
-from test_ptrace_faults import faulty_daemon
 
 HELD = re.compile(r"process (\d+): every task stopped from (\d+)\.(\d+) to (\d+)\.(\d+)")
 PHASES = re.compile(r"process (\d+): paused (\d+) us: seizing (\d+), stopping and checking (\d+), "

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Children.
+"""The children a target forks, before and after its guard.
 
 A process forked after its parent was guarded inherits the patched bytes
 (fork copies the private, already written page), `--tree` guards a parent
