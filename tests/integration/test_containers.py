@@ -51,7 +51,7 @@ def guard_cycle(daemon, v, libc_object):
     return addr
 
 
-# ---------------------------------------------------------------- case 1 --
+# --------------------------------------- libc in another mount namespace --
 
 def test_other_mount_namespace(daemon, victim):
     """libc on a tmpfs mounted only inside the target's mount namespace."""
@@ -76,7 +76,7 @@ def test_other_mount_namespace(daemon, victim):
     assert addr == expected_site(v.pid, "/only-in-container/lib/libc.so.6")
 
 
-# ---------------------------------------------------------------- case 2 --
+# ------------------------------------- a target in another PID namespace --
 
 def ns_pid_to_host(ns_init, ns_pid):
     """Host PID of the process numbered ns_pid in ns_init's PID namespace."""
@@ -162,7 +162,7 @@ def test_other_pid_namespace(daemon, victim):
     daemon.alive()
 
 
-# ---------------------------------------------------------------- case 3 --
+# --------------------------------- libc upgraded under a running process --
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 def test_upgraded_libc(daemon, victim, how):

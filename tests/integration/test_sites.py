@@ -69,7 +69,7 @@ def has_section(path, name):
     return f" {name} " in out
 
 
-# ---------------------------------------------------------------- case 4 --
+# ------------------------------------------ several definitions, or none --
 
 def test_preloaded_second_definition(daemon, victim):
     """The program calls the preloaded backtrace(); both definitions are
@@ -119,7 +119,7 @@ def test_no_backtrace_at_all_is_none(daemon, victim):
     v.assert_alive()
 
 
-# --------------------------------------------------------------- case 10 --
+# ----------------------------------------------------- a hardened target --
 
 @pytest.mark.parametrize("mode", ["mdwe", "seccomp"])
 def test_hardened_target(daemon, victim, mode):
@@ -130,7 +130,7 @@ def test_hardened_target(daemon, victim, mode):
     full_cycle(daemon, v, nsites=1)
 
 
-# --------------------------------------------------------------- case 11 --
+# ------------------------------------------- IBT: the stub after endbr64 --
 
 def test_ibt_stub_after_endbr64(daemon, victim):
     lib = victim.dir / "libbtibt.so"

@@ -43,7 +43,7 @@ def bt_loop(victim, n=NTHREADS):
     return start(victim, [victim_path("bt_loop"), n], "bt_loop", report=True, nthreads=n)
 
 
-# ---------------------------------------------------------------- case 5 --
+# ------------------------------------------------ stopped by job control --
 
 def all_job_stopped(pid):
     return all(s == ("T", 0) for s in task_states(pid).values())
@@ -103,7 +103,7 @@ def test_job_control_stopped_stays_stopped(daemon, victim):
     print(f"job-stopped: {busy} busy answer(s) before success")
 
 
-# ---------------------------------------------------------------- case 6 --
+# --------------------------------------------- traced by another process --
 
 def lines_in(path):
     try:
@@ -154,7 +154,7 @@ def test_already_traced_by_strace(daemon, victim):
     wait_behaviour(v, zero=True)
 
 
-# ---------------------------------------------------------------- case 7 --
+# -------------------------------- exits, execs and threads mid-operation --
 
 def hammer(daemon, pid, until, allowed, stop=lambda name: False):
     """Alternating guard/unguard on one connection until `until` seconds
@@ -301,7 +301,7 @@ def test_thread_storm(daemon, victim):
     daemon.alive()
 
 
-# ---------------------------------------------------------------- case 8 --
+# ------------------------------------- a thread in uninterruptible sleep --
 
 def test_uninterruptible_thread_is_busy(daemon, victim):
     v, stuck, gate = vforker_in_d_state(victim)
@@ -438,7 +438,7 @@ def test_main_thread_exited_is_selected(daemon, victim):
     wait_threads_running(v.pid)
 
 
-# ---------------------------------------------------------------- case 9 --
+# ---------------------------------------------------- a thousand threads --
 
 def test_thousand_threads(daemon, victim):
     v = start(victim, [victim_path("idle"), 1000], "idle-1000")
