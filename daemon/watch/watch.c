@@ -151,7 +151,7 @@ int watch_new(struct queue *q, const char *path, bool required, struct policy *p
 	if (load_error)
 		snprintf(w->problem, sizeof(w->problem), "policy not loaded: %s; no policy rules are "
 			 "in force", load_error);
-	w->events_fd = -1;
+	watch_events_init(&w->events);
 	w->facts = malloc(sizeof(*w->facts));
 	w->noticed = calloc(1, sizeof(*w->noticed));
 	r = -ENOMEM;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The watch's state, shared by the two files that own its parts: watch.c
- * (the policy in force, the sweep, the requests the daemon makes) and
- * watchexec.c (exec events, and the processes they named).  Nobody else
- * includes this; the rest of the daemon sees watch.h.
+ * The watch's state, read by the two files that own its parts: watch.c
+ * writes struct watch (the policy in force, the sweep, the requests the
+ * daemon makes), watchexec.c its struct watch_events alone (the proc
+ * connector's socket).  Nobody else includes this; the rest of the daemon
+ * sees watch.h.
  */
 #ifndef BTGUARD_WATCH_INT_H
 #define BTGUARD_WATCH_INT_H
@@ -64,6 +65,15 @@ struct request {
 	TAILQ_ENTRY(request) in_watch;  /* in watch.reqs until it ends */
 };
 
+/* Exec events: the proc connector while the policy wants it.  watchexec.c's alone. */
+struct watch_events {
+	int fd;                     /* the connector's socket, or -1 */
+	unsigned gen;               /* changes with fd: server.c registers it again */
+	char why[160];              /* why the connector was refused, logged once per reason */
+	uint64_t lost_logged_ms;
+	uint64_t next_ms;           /* read the socket again from then on */
+};
+
 struct watch {
 	struct queue *q;
 	char path[PATH_MAX];
@@ -97,12 +107,7 @@ struct watch {
 	TAILQ_HEAD(, request) reqs;  /* requests made and not yet answered */
 	unsigned nreqs;
 
-	/* Exec events: the proc connector while the policy wants it, else -1. */
-	int events_fd;
-	unsigned events_gen;        /* changes with events_fd: server.c registers it again */
-	char events_why[160];       /* why the connector was refused, logged once per reason */
-	uint64_t lost_logged_ms;
-	uint64_t events_next_ms;    /* read the socket again from then on */
+	struct watch_events events; /* written by watchexec.c only */
 	struct noticed *noticed;    /* ~56 KiB, allocated with the watch */
 };
 
@@ -118,6 +123,9 @@ void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
  * the last one): a look at its exec would ask twice (watch.c).
  */
 bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects);
+
+/* A watch's exec events, not listening yet (watchexec.c). */
+void watch_events_init(struct watch_events *ev);
 
 /* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
 void watch_events_sync(struct watch *w);

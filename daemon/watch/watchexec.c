@@ -70,57 +70,63 @@ static void look(struct watch *w, struct noticed_entry *e, uint64_t t_ms)
 	watch_submit(w, (size_t)(rule - w->policy->rules), &pid, 1);
 }
 
+void watch_events_init(struct watch_events *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->fd = -1;
+}
+
 /* Closes the socket; server.c sees the generation change and forgets it. */
 static void events_stop(struct watch *w)
 {
-	procconn_close(w->events_fd);
-	w->events_fd = -1;
-	w->events_gen++;
+	procconn_close(w->events.fd);
+	w->events.fd = -1;
+	w->events.gen++;
 }
 
 void watch_events_sync(struct watch *w)
 {
 	bool want = watch_active(w) && w->policy->exec_events;
-	char why[sizeof(w->events_why)];
+	char why[sizeof(w->events.why)];
 	int fd;
 
-	if (!want && w->events_fd >= 0) {
+	if (!want && w->events.fd >= 0) {
 		events_stop(w);
 		log_msg(LOG_INFO, "exec events: no longer listening (the policy does not want them)");
 	}
-	if (!want || w->events_fd >= 0)
+	if (!want || w->events.fd >= 0)
 		return;
 	fd = procconn_open(why, sizeof(why));
 	if (fd < 0) {
 		/* Said once, not at every reload: the sweep covers it, and that is no fault. */
-		if (strcmp(why, w->events_why))
+		if (strcmp(why, w->events.why))
 			log_msg(LOG_NOTICE, "exec events unavailable: %s; new processes are found by the sweep, every %u ms",
 				why, w->policy->interval_ms);
-		snprintf(w->events_why, sizeof(w->events_why), "%s", why);
+		snprintf(w->events.why, sizeof(w->events.why), "%s", why);
 		return;
 	}
-	w->events_fd = fd;
-	w->events_gen++;
-	w->events_why[0] = '\0';
+	w->events.fd = fd;
+	w->events.gen++;
+	w->events.why[0] = '\0';
 	log_msg(LOG_INFO, "exec events: listening to the proc connector; the sweep runs every %u ms as well",
 		w->policy->interval_ms);
 }
 
 void watch_events_close(struct watch *w)
 {
-	if (w->events_fd >= 0)
+	if (w->events.fd >= 0)
 		events_stop(w);
 }
 
 uint64_t watch_events_next_ms(const struct watch *w)
 {
-	return w ? w->events_next_ms : 0;
+	return w ? w->events.next_ms : 0;
 }
 
 int watch_events_fd(const struct watch *w, unsigned *ret_gen)
 {
-	*ret_gen = w ? w->events_gen : 0;
-	return w ? w->events_fd : -1;
+	*ret_gen = w ? w->events.gen : 0;
+	return w ? w->events.fd : -1;
 }
 
 void watch_events(struct watch *w, uint64_t t_ms)
@@ -130,10 +136,10 @@ void watch_events(struct watch *w, uint64_t t_ms)
 	bool lost = false;
 	int r;
 
-	if (!w || w->events_fd < 0)
+	if (!w || w->events.fd < 0)
 		return;
-	w->events_next_ms = t_ms + EVENTS_COALESCE_MS;
-	r = procconn_read(w->events_fd, pids, EVENTS_BATCH, &n, &lost);
+	w->events.next_ms = t_ms + EVENTS_COALESCE_MS;
+	r = procconn_read(w->events.fd, pids, EVENTS_BATCH, &n, &lost);
 	if (r < 0) {
 		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
 			strerror(-r));
@@ -143,9 +149,9 @@ void watch_events(struct watch *w, uint64_t t_ms)
 	for (size_t i = 0; i < n; i++)
 		if (!noticed_add(w->noticed, pids[i], t_ms + look_delays_ms[0]))
 			lost = true;
-	if (lost && t_ms - w->lost_logged_ms >= LOST_LOG_MS) {
+	if (lost && t_ms - w->events.lost_logged_ms >= LOST_LOG_MS) {
 		log_msg(LOG_NOTICE, "exec events: some were lost (a burst of execs); the sweep finds those processes");
-		w->lost_logged_ms = t_ms;
+		w->events.lost_logged_ms = t_ms;
 	}
 }
 
