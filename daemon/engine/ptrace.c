@@ -39,13 +39,13 @@
 #include "log.h"
 #include "procfs.h"
 #define BTGUARD_PTRACE_IMPL
-#include "ptrace.h"
+#include "ptrace_int.h"
 #include "timeutil.h"
 #include "unstick.h"
 #include "watchdog.h"
 
 /*
- * Set while a PTRACE_SEIZE that seize_call() may abandon is in the kernel;
+ * Set while a PTRACE_SEIZE that ptrace_seize_call() may abandon is in the kernel;
  * seize_gen counts those calls, ring_gen is the one the timer last saw.
  */
 static volatile sig_atomic_t in_seize, seize_escape_ready, seize_gen, ring_gen;
@@ -57,8 +57,8 @@ static sigjmp_buf seize_escape;
  * error when errno says so.)  The test build's fault injection hooks in
  * here and nowhere else.
  */
-static int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, uint64_t data,
-		       uint64_t *ret_word)
+int ptrace_call(enum __ptrace_request request, pid_t tid, uint64_t addr, uint64_t data,
+		uint64_t *ret_word)
 {
 	long v;
 	int r = fault_before_ptrace((int)request);
@@ -117,7 +117,7 @@ unsigned ptrace_worlds_open(void)
  * tracee can be detached, and a task that goes by a TID we never
  * interrupted - an exec gave it the leader's - would otherwise never stop.
  */
-static bool park(pid_t tid, bool stopped, int sig)
+bool ptrace_park(pid_t tid, bool stopped, int sig)
 {
 	if (!stopped)
 		ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
@@ -293,7 +293,6 @@ static void task_record(struct ptrace_world *w, struct ptrace_task *t, int statu
 	}
 }
 
-static bool follow_stash(pid_t tid, int status);
 static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t);
 
 /* Records one wait status; statuses of tasks not in w go to a follower or the orphans. */
@@ -304,7 +303,7 @@ static void task_status(struct ptrace_world *w, pid_t tid, int status)
 	if (t) {
 		task_record(w, t, status);
 		task_stopped_hook(w, t);
-	} else if (!follow_stash(tid, status)) {
+	} else if (!ptrace_follow_stash(tid, status)) {
 		orphan_status(tid, status);
 	}
 }
@@ -326,7 +325,8 @@ static void drain_signalfd(int fd)
  * Sleeps until a SIGCHLD arrives or the deadline passes; false at the
  * deadline.  *ret_quiet (if given) says whether the sleep ended without one.
  */
-static bool wait_sigchld(struct ptrace_world *w, const struct timespec *deadline, bool *ret_quiet)
+bool ptrace_wait_sigchld(struct ptrace_world *w, const struct timespec *deadline,
+			 bool *ret_quiet)
 {
 	struct timespec left;
 	struct pollfd p = { .fd = w->sigchld_fd, .events = POLLIN };
@@ -363,7 +363,7 @@ static int read_regs(pid_t tid, arch_regs_t *regs);
 /* ------------------------------------------- a seize an exec holds up -- */
 
 /*
- * How often seize_call() tries before it gives up: with unstick.c's
+ * How often ptrace_seize_call() tries before it gives up: with unstick.c's
  * timer, about a second, far more than an exec needs once its victims are
  * reaped.
  */
@@ -398,7 +398,8 @@ int ptrace_setup(void)
  * orphans, as any other collection's would.  *ret_abandoned counts the
  * abandoned calls.
  */
-static int seize_call(struct ptrace_world *w, pid_t tid, uint64_t options, unsigned *ret_abandoned)
+int ptrace_seize_call(struct ptrace_world *w, pid_t tid, uint64_t options,
+		      unsigned *ret_abandoned)
 {
 	volatile unsigned tries = 0;
 	int r;
@@ -540,7 +541,7 @@ static void wait_for_stops(struct ptrace_world *w, const struct timespec *deadli
 			timespec_after_ms(&nap, QUIET_MS);
 			if (timespec_diff_ns(deadline, &nap) > 0)
 				nap = *deadline;
-			if (!wait_sigchld(w, &nap, &quiet))
+			if (!ptrace_wait_sigchld(w, &nap, &quiet))
 				quiet = true;   /* the nap was over before it began */
 			if (!timespec_left(deadline, &left))
 				goto out_collect;
@@ -554,7 +555,7 @@ out_collect:
  * Explains why SEIZE was refused.  Returns 0 when the task is merely on
  * its way out (a zombie thread cannot be traced, and needs no stopping).
  */
-static int seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
+int ptrace_seize_refused(pid_t pid, pid_t tid, char *why, size_t why_len)
 {
 	struct procfs_status st;
 
@@ -579,13 +580,13 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 {
 	struct ptrace_task *t;
 
-	int r = seize_call(w, tid, PTRACE_O_TRACEEXEC, &w->seizes_abandoned);
+	int r = ptrace_seize_call(w, tid, PTRACE_O_TRACEEXEC, &w->seizes_abandoned);
 
 	if (r < 0) {
 		if (r == -ESRCH)
 			return 0;
 		if (r == -EPERM)
-			return seize_refused(tgid, tid, why, why_len);
+			return ptrace_seize_refused(tgid, tid, why, why_len);
 		if (r == -EAGAIN) {
 			snprintf(why, why_len, "thread %d could not be seized: its process is in the middle of an exec",
 				 tid);
@@ -599,7 +600,7 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 		/* Cannot track it: let it go at once (it is not stopped yet, so
 		 * it may take an interrupt-free detach only after stopping). */
 		ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
-		park(tid, false, 0);
+		ptrace_park(tid, false, 0);
 		return -ENOMEM;
 	}
 	t->seized = true;
@@ -665,7 +666,7 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
 	int r = 0;
 
 	/*
-	 * One timer for the whole phase, armed by the first seize_call() (a
+	 * One timer for the whole phase, armed by the first ptrace_seize_call() (a
 	 * pass that finds no new thread seizes nothing and arms nothing).
 	 */
 	unstick_defer();
@@ -686,12 +687,12 @@ static int seize_new_threads(struct ptrace_world *w, size_t *ret_new, char *why,
  * its whole process cannot finish exiting: reap it now, or park it to be
  * reaped.
  */
-static void reap_or_park(pid_t tid)
+void ptrace_reap_or_park(pid_t tid)
 {
 	int status;
 
 	if (waitpid(tid, &status, __WALL | WNOHANG) <= 0)
-		park(tid, false, 0);
+		ptrace_park(tid, false, 0);
 }
 
 /*
@@ -744,7 +745,7 @@ static int read_all_regs(struct ptrace_world *w)
 				return r;
 			/* Killed while stopped: resume_all skips gone tasks, so
 			 * collect (or park) its exit status here. */
-			reap_or_park(t->tid);
+			ptrace_reap_or_park(t->tid);
 			t->gone = true;
 			continue;
 		}
@@ -765,7 +766,7 @@ static void park_stragglers(struct ptrace_world *w)
 		struct ptrace_task *t = &w->tasks[i];
 
 		if (t->seized && !t->stopped && !t->gone) {
-			park(t->tid, false, 0);
+			ptrace_park(t->tid, false, 0);
 			t->seized = false;
 			w->pending--;
 		}
@@ -953,7 +954,7 @@ static void park_leftovers(struct ptrace_world *w)
 				continue;
 			log_msg(LOG_INFO, "process %d: thread %d still traced after an exec raced the stop; let go once it stops",
 				w->groups[g], tids[i]);
-			park(tids[i], false, 0);
+			ptrace_park(tids[i], false, 0);
 		}
 		free(tids);
 	}
@@ -973,7 +974,7 @@ int ptrace_resume_all(struct ptrace_world *w)
 			continue;
 		if (!t->stopped) {
 			/* Only reachable through an internal error: never strand it. */
-			park(t->tid, false, 0);
+			ptrace_park(t->tid, false, 0);
 			continue;
 		}
 		for (int tries = 0; tries < DETACH_TRIES; tries++) {
@@ -989,11 +990,11 @@ int ptrace_resume_all(struct ptrace_world *w)
 		if (r == 0)
 			continue;
 		if (r == -ESRCH) {
-			reap_or_park(t->tid);
+			ptrace_reap_or_park(t->tid);
 			continue;
 		}
 		/* Still stopped and ours: the orphan reaper keeps trying. */
-		park(t->tid, true, t->resume_sig);
+		ptrace_park(t->tid, true, t->resume_sig);
 		if (!first)
 			first = r;
 	}
@@ -1058,235 +1059,5 @@ int ptrace_poke_bytes(pid_t tid, uint64_t addr, const uint8_t *bytes, size_t len
 	n = pwrite(fd, bytes, len, (off_t)addr);
 	r = n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
 	close(fd);
-	return r;
-}
-
-/* ------------------------------------------------ following an exec -- */
-
-/*
- * The followers (ptrace.h): a status that waitpid(-1) of an attempt
- * collects for one of them is kept in its stash, since nothing else would
- * ever see it and the task would sit in its stop for good.
- */
-static struct ptrace_follow *followers[PTRACE_MAX_FOLLOW];
-static size_t n_followers;
-
-/*
- * struct ptrace_syscall_info of <linux/ptrace.h>, which cannot be included
- * with <sys/ptrace.h>; glibc 2.36 names the request but not the struct.
- */
-struct syscall_info_abi {
-	uint8_t  op;          /* 1 entry, 2 exit */
-	uint8_t  pad[3];
-	uint32_t arch;
-	uint64_t instruction_pointer, stack_pointer;
-	union {
-		struct { uint64_t nr, args[6]; } entry;
-		struct { int64_t rval; uint8_t is_error; } exit;
-		struct { uint64_t nr, args[6]; uint32_t ret_data; } seccomp;
-	};
-};
-
-static void follow_forget(struct ptrace_follow *f)
-{
-	for (size_t i = 0; i < n_followers; i++) {
-		if (followers[i] == f) {
-			followers[i] = followers[--n_followers];
-			break;
-		}
-	}
-	f->seized = f->stopped = false;
-}
-
-static bool follow_stash(pid_t tid, int status)
-{
-	for (size_t i = 0; i < n_followers; i++) {
-		struct ptrace_follow *f = followers[i];
-
-		if (f->tid != tid)
-			continue;
-		/* A task has one stop, then perhaps its exit, before it is resumed. */
-		if (f->nstash < PTRACE_FOLLOW_STASH)
-			f->stash[f->nstash++] = status;
-		return true;
-	}
-	return false;
-}
-
-int ptrace_follow_seize(struct ptrace_follow *f, pid_t tid)
-{
-	int r;
-
-	memset(f, 0, sizeof(*f));
-	f->tid = tid;
-	if (n_followers == PTRACE_MAX_FOLLOW)
-		return -BTG_ERR_LIMIT;
-	{
-		struct ptrace_world none = { .sigchld_fd = -1 };
-		unsigned abandoned = 0;
-
-		r = seize_call(&none, tid, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD, &abandoned);
-	}
-	if (r == -EAGAIN)
-		r = -BTG_ERR_BUSY;
-	if (r == -EPERM) {
-		char why[PROTO_MAX_MESSAGE + 1];
-
-		r = seize_refused(tid, tid, why, sizeof(why));
-		return r < 0 ? r : -ESRCH;   /* 0: a zombie, on its way out */
-	}
-	if (r < 0)
-		return r;
-	f->seized = true;
-	followers[n_followers++] = f;
-	/* ESRCH: it is exiting, and its exit status comes to us. */
-	ptrace_call(PTRACE_INTERRUPT, tid, 0, 0, NULL);
-	return 0;
-}
-
-/* One status of f, if one is ready: 1, else 0. */
-static int follow_collect(struct ptrace_follow *f, int *ret_status)
-{
-	int status;
-	pid_t r;
-
-	if (f->nstash) {
-		status = f->stash[0];
-		memmove(f->stash, f->stash + 1, --f->nstash * sizeof(f->stash[0]));
-	} else {
-		do
-			r = waitpid(f->tid, &status, __WALL | WNOHANG);
-		while (r < 0 && errno == EINTR);
-		if (r < 0 && errno == ECHILD) {
-			/* Not ours any more: it was reaped as it exited. */
-			follow_forget(f);
-			*ret_status = 0;
-			return 1;
-		}
-		if (r <= 0)
-			return 0;
-	}
-	if (WIFSTOPPED(status))
-		f->stopped = true;
-	else if (WIFEXITED(status) || WIFSIGNALED(status))
-		follow_forget(f);
-	*ret_status = status;
-	return 1;
-}
-
-int ptrace_follow_wait(struct ptrace_follow *f, const struct timespec *until, int *ret_status)
-{
-	struct ptrace_world w = { .sigchld_fd = -1 };
-	sigset_t chld;
-	int r;
-
-	if (!f->seized && !f->nstash)
-		return -ESRCH;
-	r = follow_collect(f, ret_status);
-	if (r != 0)
-		return r;
-	/* As ptrace_stop_all waits: SIGCHLD through a signalfd, bounded. */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	w.sigchld_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (w.sigchld_fd < 0)
-		return -errno;
-	while ((r = follow_collect(f, ret_status)) == 0 && wait_sigchld(&w, until, NULL))
-		;
-	close(w.sigchld_fd);
-	return r;
-}
-
-enum ptrace_follow_stop ptrace_follow_classify(int status, int *ret_sig)
-{
-	*ret_sig = 0;
-	if (!WIFSTOPPED(status))
-		return PTRACE_FOLLOW_ENDED;
-	*ret_sig = WSTOPSIG(status);
-	switch (status >> 16) {
-	case PTRACE_EVENT_EXEC:
-		return PTRACE_FOLLOW_EXEC;
-	case PTRACE_EVENT_STOP:
-		return PTRACE_FOLLOW_GROUP;
-	}
-	/* PTRACE_O_TRACESYSGOOD marks syscall-stops apart from a real SIGTRAP. */
-	return *ret_sig == (SIGTRAP | 0x80) ? PTRACE_FOLLOW_SYSCALL : PTRACE_FOLLOW_SIGNAL;
-}
-
-int ptrace_follow_syscall(struct ptrace_follow *f, int sig)
-{
-	int r = ptrace_call(PTRACE_SYSCALL, f->tid, 0, (uint64_t)sig, NULL);
-
-	if (r == 0)
-		f->stopped = false;
-	return r;
-}
-
-int ptrace_follow_listen(struct ptrace_follow *f)
-{
-	int r = ptrace_call(PTRACE_LISTEN, f->tid, 0, 0, NULL);
-
-	if (r == 0)
-		f->stopped = false;
-	return r;
-}
-
-int ptrace_follow_syscall_info(struct ptrace_follow *f, struct ptrace_syscall_stop *ret)
-{
-	struct syscall_info_abi info;
-	int r;
-
-	memset(&info, 0, sizeof(info));
-	r = ptrace_call(PTRACE_GET_SYSCALL_INFO, f->tid, sizeof(info), (uint64_t)(uintptr_t)&info,
-			NULL);
-	if (r < 0)
-		return r;
-	if (info.op != 1 && info.op != 2)
-		return -EINVAL;
-	*ret = (struct ptrace_syscall_stop){
-		.entry = info.op == 1,
-		.nr = info.op == 1 ? info.entry.nr : 0,
-		.rval = info.op == 2 ? info.exit.rval : 0,
-		.is_error = info.op == 2 && info.exit.is_error,
-	};
-	return 0;
-}
-
-int ptrace_follow_release(struct ptrace_follow *f, int sig)
-{
-	struct timespec until;
-	int status, r;
-
-	if (!f->seized)
-		return 0;
-	if (!f->stopped) {
-		/* Running to its next system call: stop it where it is. */
-		r = ptrace_call(PTRACE_INTERRUPT, f->tid, 0, 0, NULL);
-		timespec_after_ms(&until, PTRACE_FOLLOW_RELEASE_MS);
-		while (r == 0 && f->seized && !f->stopped) {
-			int stop_sig;
-
-			r = ptrace_follow_wait(f, &until, &status);
-			if (r == 1 && ptrace_follow_classify(status, &stop_sig) == PTRACE_FOLLOW_SIGNAL)
-				sig = stop_sig;   /* a signal on its way: it still gets it */
-			r = r == 1 ? 0 : -ETIMEDOUT;
-		}
-		if (!f->seized)
-			return 0;   /* it exited meanwhile */
-		if (!f->stopped) {
-			follow_forget(f);
-			park(f->tid, false, 0);
-			return 0;
-		}
-	}
-	r = ptrace_call(PTRACE_DETACH, f->tid, 0, (uint64_t)sig, NULL);
-	follow_forget(f);
-	if (r == -ESRCH) {
-		/* Killed while stopped: it waits for us to reap it before its parent can. */
-		reap_or_park(f->tid);
-		r = 0;
-	} else if (r < 0) {
-		park(f->tid, true, sig);
-	}
 	return r;
 }

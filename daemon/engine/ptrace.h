@@ -180,7 +180,7 @@ size_t ptrace_reap_orphans(void);
  * PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD (never PTRACE_O_EXITKILL: if
  * the daemon dies the kernel detaches it and it runs on) and stops at
  * every system call.  Statuses another wait collects for it (an attempt's
- * waitpid(-1)) are kept here for it, never lost.  Written by ptrace.c only.
+ * waitpid(-1)) are kept here for it, never lost.  Written by ptfollow.c only.
  * Between two turns a follower may sit in a system call-stop until its
  * next step (a millisecond or two); it is no world, and
  * ptrace_worlds_open() does not count it: a dying daemon leaves such a
