@@ -10,7 +10,7 @@
  * timer thread (or scanwork.c's, which only scans stacks for an attempt),
  * so they prove that work moves: the event loop sends
  * them between turns (a busy target's attempts are turns of their own),
- * and the waits inside one attempt (ptrace.c's wait for stops) call
+ * and the waits inside one attempt (ptworld.c's wait for stops) call
  * watchdog_kick() too.
  */
 #ifndef BTGUARD_WATCHDOG_H

@@ -21,7 +21,7 @@
  *        not then be released: back off instead of seizing; read every
  *        object's unwind table header while the target still runs (they
  *        sit in read-only pages), so 4f's walks only search;
- *     c. stop every thread of the target and of each sharer (ptrace.c);
+ *     c. stop every thread of the target and of each sharer (ptworld.c);
  *        then list /proc again for sharers created meanwhile, stop those
  *        too, and confirm each still shares the memory;
  *     d. check the pin: the PID still names the process the request named;
@@ -298,7 +298,7 @@ static int collect_checks(struct attempt *a)
 }
 
 /*
- * ptrace.c's on_stop hook: a thread is checked the moment it stops, while
+ * ptworld.c's on_stop hook: a thread is checked the moment it stops, while
  * the others are still stopping.  That is as good as checking it once all
  * are stopped: it stays stopped until the world is resumed, so its
  * registers cannot change, and its stack is changed only by itself (a

@@ -36,7 +36,7 @@ struct patch_job;
  * machine can take a few scheduler periods - the bench's 1,024 idle
  * threads stop in ~20 ms, 16 spinning threads on 2 CPUs in up to ~30 ms.
  * 250 ms is ten times that, and what every other client waits at most for
- * one attempt of a target slow to stop (plus a 50 ms grace, ptrace.c).
+ * one attempt of a target slow to stop (plus a 50 ms grace, ptworld.c).
  * A shorter deadline still wins.
  */
 #define PATCH_STOP_WAIT_MS 250u

@@ -4,7 +4,10 @@
  * process ("the world"), reads their registers, moves words in and out
  * of their memory (and, for a change longer than a word, one write of at
  * most PTRACE_POKE_BYTES_MAX bytes inside a page), and resumes every
- * thread exactly as it was found.
+ * thread exactly as it was found.  Three files, one job each: ptrace.c
+ * the one call of ptrace(2), words and the parked orphans; ptworld.c
+ * stopping and resuming the world; ptfollow.c one process followed
+ * through its exec.  What they share is in ptrace_int.h, theirs alone.
  *
  * Invariant: every path that stops a task leaves it as it found it.  A task
  * that was in a job-control stop is still stopped after ptrace_resume_all;
@@ -22,11 +25,15 @@
 
 #include "arch.h"
 
-/* Outside ptrace.c nobody calls ptrace(2): ptrace_* is the boundary. */
+/*
+ * Outside ptrace.c nobody calls ptrace(2), ptworld.c and ptfollow.c
+ * included (they go through ptrace_call()): ptrace_* is the boundary.
+ */
 #ifndef BTGUARD_PTRACE_IMPL
 #pragma GCC poison ptrace
 #endif
 
+/* A task of a world; written by ptworld.c only. */
 struct ptrace_task {
 	pid_t tid;
 	pid_t tgid;          /* its process: the target or a process sharing its memory */
@@ -56,6 +63,10 @@ struct ptrace_on_stop {
 /* Processes held together: the target and those sharing its address space. */
 #define PTRACE_MAX_GROUPS 64
 
+/*
+ * Written by ptworld.c only (ptfollow.c lends an empty one of its own,
+ * a signalfd at most, to the helpers it shares with the world).
+ */
 struct ptrace_world {
 	pid_t pid;               /* the target */
 	pid_t groups[PTRACE_MAX_GROUPS];  /* groups[0] == pid */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the ptrace files share: ptrace.c (the one call of ptrace(2),
- * stopping and resuming the world, words, orphans) and ptfollow.c
- * (following one process through its exec).  Nobody else includes this;
- * the rest of the daemon sees ptrace.h.  ptrace.h poisons the name ptrace
- * for every file but ptrace.c, this one's other users included: they go
- * through ptrace_call().
+ * What the ptrace files share: ptrace.c (the one call of ptrace(2), the
+ * seize an exec cannot hold up, words, orphans), ptworld.c (stopping and
+ * resuming the world) and ptfollow.c (following one process through its
+ * exec).  Nobody else includes this; the rest of the daemon sees ptrace.h.
+ * ptrace.h poisons the name ptrace for every file but ptrace.c, this one's
+ * other users included: they go through ptrace_call().
  */
 #ifndef BTGUARD_PTRACE_INT_H
 #define BTGUARD_PTRACE_INT_H
@@ -43,12 +43,24 @@ bool ptrace_park(pid_t tid, bool stopped, int sig);
 /* A tracee killed while we held it: reaped now, or parked to be reaped (ptrace.c). */
 void ptrace_reap_or_park(pid_t tid);
 
+/* Whether tid is parked (ptrace.c). */
+bool ptrace_parked(pid_t tid);
+
+/* A status of a task neither a world's nor a follower's: perhaps an orphan's (ptrace.c). */
+void ptrace_orphan_status(pid_t tid, int status);
+
 /*
  * Sleeps until a SIGCHLD comes to w's signalfd or the deadline passes;
- * false at the deadline (ptrace.c).
+ * false at the deadline (ptworld.c).
  */
 bool ptrace_wait_sigchld(struct ptrace_world *w, const struct timespec *deadline,
 			 bool *ret_quiet);
+
+/*
+ * Records every status that is ready, from any tracee (waitpid(-1)): w's
+ * own, a follower's, an orphan's (ptworld.c).
+ */
+void ptrace_collect_ready(struct ptrace_world *w);
 
 /* Keeps a status collected for a follower; false when tid is none of them (ptfollow.c). */
 bool ptrace_follow_stash(pid_t tid, int status);

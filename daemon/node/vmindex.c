@@ -31,7 +31,7 @@
  * with about 1/16 of the node (gaps between random points are uneven).
  * The pivots live only while one listing is placed, and are then killed
  * and reaped: btguardd's ptrace code takes every child status it collects
- * for a tracee's (ptrace.c), so no pivot outlives the call that made it.
+ * for a tracee's (ptworld.c), so no pivot outlives the call that made it.
  */
 #include <errno.h>
 #include <linux/kcmp.h>
