@@ -4,6 +4,8 @@
 Each folder under daemon/ is a layer, ranked below; a file may include
 headers of its own layer or of a lower one, never of a higher.  proto/ and
 daemon/arch/<cpu>/ are below every layer, daemon/main.c above them all.
+Within engine/, the ptrace files keep their boundary: ptrace.c alone calls
+ptrace(2), and their private header stays theirs.
 Needs no build, no root and no target process (part of `make check-quick`).
 """
 
@@ -185,3 +187,31 @@ def test_no_static_shares_an_exported_functions_name():
                for name in STATIC_DEF.findall(c.read_text()) if name in exported]
     assert not clashes, "\n".join(clashes)
     assert "watch_events_sync" in exported, "the pattern finds no exported function any more"
+
+
+# The ptrace boundary (HACKING.md): ptrace.h poisons the name ptrace unless
+# BTGUARD_PTRACE_IMPL is defined first, which ptrace.c alone does, so it alone
+# can call ptrace(2); the ptrace files share ptrace_int.h (ptrace_call() among
+# its functions), which nobody else includes.
+PTRACE_IMPL = {"daemon/engine/ptrace.c"}
+PTRACE_FILES = {"daemon/engine/ptrace.c", "daemon/engine/ptworld.c", "daemon/engine/ptfollow.c"}
+
+
+def source_files():
+    """Every C file and makefile of the tree that a build reads (build/ left out:
+    the planted bugs' scratch copy of the tree lives there)."""
+    files = [p for d in ("proto", "daemon", "client", "tests", "bench", "slurm")
+             for p in (REPO / d).rglob("*") if p.suffix in (".c", ".h", ".mk")]
+    return sorted(files + [REPO / "Makefile"])
+
+
+def test_only_ptrace_c_lifts_the_ptrace_poison():
+    define = re.compile(r"^\s*#\s*define\s+BTGUARD_PTRACE_IMPL\b|-DBTGUARD_PTRACE_IMPL\b", re.M)
+    found = {str(p.relative_to(REPO)) for p in source_files() if define.search(p.read_text())}
+    assert found == PTRACE_IMPL, f"BTGUARD_PTRACE_IMPL defined by {sorted(found)}"
+
+
+def test_only_the_ptrace_files_include_ptrace_int_h():
+    found = {str(p.relative_to(REPO)) for p in source_files()
+             if "ptrace_int.h" in INCLUDE.findall(p.read_text())}
+    assert found == PTRACE_FILES, f"ptrace_int.h included by {sorted(found)}"
