@@ -210,7 +210,7 @@ static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t w
 static pid_t first_stopped(const struct ptrace_world *w)
 {
 	for (size_t i = 0; i < w->n; i++)
-		if (w->tasks[i].stopped && !w->tasks[i].gone)
+		if (w->tasks[i].state == PTRACE_TASK_STOPPED)
 			return w->tasks[i].tid;
 	return 0;
 }
@@ -326,7 +326,7 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 	for (size_t i = 0; r == 0 && i < w->n; i++) {
 		const struct ptrace_task *t = &w->tasks[i];
 
-		if (t->stopped && !t->gone && !t->checked)
+		if (t->state == PTRACE_TASK_STOPPED && !t->checked)
 			r = check_thread(a, t);
 	}
 	if (r == 0)

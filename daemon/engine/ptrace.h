@@ -33,13 +33,24 @@
 #pragma GCC poison ptrace
 #endif
 
+/*
+ * Where a task of a world is in its life with us: seized, then stopped,
+ * then let go - or gone on the way.  What else is known of it (a
+ * job-control stop, a signal to give back, its registers, its check) is
+ * a fact of its own, beside the state.
+ */
+enum ptrace_task_state {
+	PTRACE_TASK_NOT_HELD,  /* not ours to resume: not seized yet, or parked before it stopped */
+	PTRACE_TASK_SEIZED,    /* we are its tracer, its stop not seen yet (counted in pending) */
+	PTRACE_TASK_STOPPED,   /* it reported a ptrace-stop to us: ours to read and detach */
+	PTRACE_TASK_GONE,      /* it exited (or lost its TID to an exec) while we held it */
+};
+
 /* A task of a world; written by ptworld.c only. */
 struct ptrace_task {
 	pid_t tid;
 	pid_t tgid;          /* its process: the target or a process sharing its memory */
-	bool  seized;        /* we are its tracer */
-	bool  stopped;       /* it reported a ptrace-stop to us */
-	bool  gone;          /* it exited while we held it */
+	enum ptrace_task_state state;   /* 0 (a zeroed task): PTRACE_TASK_NOT_HELD */
 	bool  job_stopped;   /* it was (or became) job-control stopped */
 	int   resume_sig;    /* signal caught in signal-delivery-stop, re-injected on detach */
 	bool  have_regs;     /* regs below were read */
@@ -74,7 +85,7 @@ struct ptrace_world {
 	struct ptrace_task *tasks;
 	size_t n, cap;
 	size_t sorted;           /* tasks[0..sorted) are in TID order */
-	size_t pending;          /* seized, not yet stopped, not gone */
+	size_t pending;          /* tasks in PTRACE_TASK_SEIZED */
 	int sigchld_fd;          /* signalfd for SIGCHLD while the world is held */
 	sigset_t saved_mask;
 	bool mask_saved;

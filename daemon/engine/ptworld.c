@@ -135,17 +135,18 @@ static void task_record(struct ptrace_world *w, struct ptrace_task *t, int statu
 	int event = status >> 16;
 
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		if (t->seized && !t->stopped && !t->gone)
+		if (t->state == PTRACE_TASK_SEIZED)
 			w->pending--;
-		t->gone = true;
-		t->stopped = false;
+		t->state = PTRACE_TASK_GONE;
 		return;
 	}
 	if (!WIFSTOPPED(status))
 		return;
-	if (t->seized && !t->stopped && !t->gone)
+	/* A task gone stays gone: a stop under its TID is the thread an exec gave the TID to. */
+	if (t->state == PTRACE_TASK_SEIZED) {
 		w->pending--;
-	t->stopped = true;
+		t->state = PTRACE_TASK_STOPPED;
+	}
 	if (event == PTRACE_EVENT_STOP) {
 		if (is_job_stop_signal(WSTOPSIG(status)))
 			t->job_stopped = true;
@@ -239,7 +240,7 @@ static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t)
 {
 	int r;
 
-	if (!w->on_stop.fn || !t->stopped || t->gone || t->have_regs || w->on_stop_err ||
+	if (!w->on_stop.fn || t->state != PTRACE_TASK_STOPPED || t->have_regs || w->on_stop_err ||
 	    w->exec_seen || w->exec_sharer)
 		return;
 	if (read_regs(t->tid, &t->regs) < 0)
@@ -254,7 +255,7 @@ static void task_stopped_hook(struct ptrace_world *w, struct ptrace_task *t)
 
 static bool task_waited_for(const struct ptrace_world *w, const struct ptrace_task *t)
 {
-	return t->seized && !t->stopped && !t->gone && !w->exec_seen;
+	return t->state == PTRACE_TASK_SEIZED && !w->exec_seen;
 }
 
 /*
@@ -276,7 +277,7 @@ static int poll_task(struct ptrace_world *w, struct ptrace_task *t)
 	if (errno == ECHILD) {
 		/* Reaped already, or its TID changed in an exec. */
 		w->pending--;
-		t->gone = true;
+		t->state = PTRACE_TASK_GONE;
 		return 1;
 	}
 	return -errno;
@@ -384,7 +385,7 @@ static int seize_one(struct ptrace_world *w, pid_t tgid, pid_t tid, char *why, s
 		ptrace_park(tid, false, 0);
 		return -ENOMEM;
 	}
-	t->seized = true;
+	t->state = PTRACE_TASK_SEIZED;
 	t->tgid = tgid;
 	w->pending++;
 	/*
@@ -499,7 +500,7 @@ static int read_all_regs(struct ptrace_world *w)
 	for (size_t i = 0; i < w->n; i++) {
 		struct ptrace_task *t = &w->tasks[i];
 
-		if (!t->stopped || t->gone)
+		if (t->state != PTRACE_TASK_STOPPED)
 			continue;
 		if (t->have_regs) {
 			alive++;
@@ -513,7 +514,7 @@ static int read_all_regs(struct ptrace_world *w)
 			/* Killed while stopped: resume_all skips gone tasks, so
 			 * collect (or park) its exit status here. */
 			ptrace_reap_or_park(t->tid);
-			t->gone = true;
+			t->state = PTRACE_TASK_GONE;
 			continue;
 		}
 		t->have_regs = true;
@@ -532,9 +533,9 @@ static void park_stragglers(struct ptrace_world *w)
 	for (size_t i = 0; i < w->n; i++) {
 		struct ptrace_task *t = &w->tasks[i];
 
-		if (t->seized && !t->stopped && !t->gone) {
+		if (t->state == PTRACE_TASK_SEIZED) {
 			ptrace_park(t->tid, false, 0);
-			t->seized = false;
+			t->state = PTRACE_TASK_NOT_HELD;
 			w->pending--;
 		}
 	}
@@ -608,7 +609,7 @@ static int stop_groups(struct ptrace_world *w, const struct timespec *deadline, 
 			for (size_t i = 0; i < w->n; i++) {
 				struct ptrace_task *t = &w->tasks[i];
 
-				if (t->seized && !t->stopped && !t->gone) {
+				if (t->state == PTRACE_TASK_SEIZED) {
 					snprintf(why, why_len, "thread %d did not stop before the deadline", t->tid);
 					break;
 				}
@@ -729,9 +730,9 @@ int ptrace_resume_all(struct ptrace_world *w)
 		struct ptrace_task *t = &w->tasks[i];
 		int r = -EINVAL;
 
-		if (!t->seized || t->gone)
+		if (t->state == PTRACE_TASK_NOT_HELD || t->state == PTRACE_TASK_GONE)
 			continue;
-		if (!t->stopped) {
+		if (t->state == PTRACE_TASK_SEIZED) {
 			/* Only reachable through an internal error: never strand it. */
 			ptrace_park(t->tid, false, 0);
 			continue;
