@@ -33,9 +33,11 @@
  *        scans past a large process's first few on a second thread
  *        (scanwork.c), and every verdict is in before 4g; if one finds
  *        something, resume all, back off, retry;
- *     g. write each site with one ptrace word (aarch64's undo and stub: one
- *        pwrite of /proc/TID/mem, ptrace.c), read it back, and if any read
- *        back differs restore every site already written;
+ *     g. write each site's bytes that differ with one ptrace word (the
+ *        byte a guard inside an instruction keeps, when a breakpoint sits
+ *        on it, with a second; aarch64's undo and stub: one pwrite of
+ *        /proc/TID/mem, ptrace.c), read them back, and if any read back
+ *        differs restore every site already written;
  *     h. resume every thread as it was.
  *  5. Re-read the sites for the reply.
  * Every failure after 4c resumes the world before returning.
@@ -338,32 +340,72 @@ static int check_threads(struct attempt *a, const struct ptrace_world *w)
 }
 
 /*
- * Writes s's change (or its original bytes) through tid and reads every
- * word back: 0, or why not.  One word is one PTRACE_POKETEXT; a longer
- * change (aarch64's undo and stub) is one ptrace_poke_bytes(), so a daemon
- * killed meanwhile never leaves part of it.
+ * Writes want[lo, hi) over a site whose bytes are now[] through tid, and
+ * reads them back: 0, or why not.  Up to a word is one PTRACE_POKETEXT (of
+ * the word from lo, or ending at the context's end, its other bytes as they
+ * are); a longer range (aarch64's undo and stub) is one ptrace_poke_bytes(),
+ * so a daemon killed meanwhile never leaves part of it.  now[] is updated.
  */
-static int write_site(pid_t tid, const struct site *s, bool guarded)
+static int write_range(pid_t tid, const struct site *s, uint8_t *now, const uint8_t *want,
+		       size_t lo, size_t hi)
 {
-	uint8_t bytes[SITE_CTX_LEN];
+	size_t at = lo;
 	int r;
 
-	if (site_nwords(s) == 1) {
-		r = ptrace_poke_word(tid, site_word_addr(s, 0), site_word(s, 0, guarded));
-	} else {
-		if (guarded)
-			stub_apply(s->orig, s->ctx_len, &s->held, bytes);
-		else
-			memcpy(bytes, s->orig, s->ctx_len);
-		r = ptrace_poke_bytes(tid, site_change_lo(s), bytes + s->held.offset, s->held.len);
-	}
-	for (size_t k = 0; r == 0 && k < site_nwords(s); k++) {
-		uint64_t got;
+	if (lo == hi)
+		return 0;
+	if (hi - lo <= ARCH_WORD_LEN && s->ctx_len >= ARCH_WORD_LEN) {
+		uint8_t word[ARCH_WORD_LEN];
+		uint64_t w;
 
-		r = ptrace_peek_word(tid, site_word_addr(s, k), &got);
-		if (r == 0 && got != site_word(s, k, guarded))
-			r = -BTG_ERR_VERIFY;
+		if (at + ARCH_WORD_LEN > s->ctx_len)
+			at = s->ctx_len - ARCH_WORD_LEN;
+		memcpy(word, now + at, ARCH_WORD_LEN);
+		memcpy(word + (lo - at), want + lo, hi - lo);
+		memcpy(&w, word, sizeof(w));
+		r = ptrace_poke_word(tid, s->addr + at, w);
+	} else {
+		r = ptrace_poke_bytes(tid, s->addr + lo, want + lo, hi - lo);
 	}
+	memcpy(now + lo, want + lo, hi - lo);
+	/* Read back word by word, none past the context (stub_plan() made it a word at least). */
+	for (size_t k = lo; r == 0 && k < hi; k += ARCH_WORD_LEN) {
+		uint8_t got[ARCH_WORD_LEN];
+		uint64_t w;
+
+		at = k + ARCH_WORD_LEN > s->ctx_len ? s->ctx_len - ARCH_WORD_LEN : k;
+		r = ptrace_peek_word(tid, s->addr + at, &w);
+		memcpy(got, &w, sizeof(got));
+		for (size_t j = k; r == 0 && j < k + ARCH_WORD_LEN && j < hi; j++)
+			if (got[j - at] != want[j])
+				r = -BTG_ERR_VERIFY;
+	}
+	return r;
+}
+
+/*
+ * Writes s to its guarded (or original) form (guarded false and back true:
+ * puts back what s->mem held, over the same bytes) through tid, verifying
+ * it.  The bytes past the kept ones first, then a kept one a breakpoint
+ * sits on: where the guard lies inside an instruction, each of the four
+ * mixes is safe (SECURITY.md), so two words never leave a crash behind.
+ */
+static int write_site(pid_t tid, const struct site *s, bool guarded, bool back)
+{
+	uint8_t now[SITE_CTX_LEN];
+	struct site_write w;
+	int r;
+
+	site_write_plan(s, guarded, &w);
+	if (back) {
+		memcpy(now, w.want, s->ctx_len);
+		memcpy(w.want, s->mem, s->ctx_len);
+	} else {
+		memcpy(now, s->mem, s->ctx_len);
+	}
+	r = write_range(tid, s, now, w.want, w.lo, w.hi);
+	if (r == 0)
+		r = write_range(tid, s, now, w.want, w.kept_lo, w.kept_hi);
 	return r;
 }
 
@@ -379,7 +421,7 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 
 		if (!wants_write(guard, s))
 			continue;
-		r = write_site(tid, s, guard);
+		r = write_site(tid, s, guard, false);
 		if (r == -ESRCH)  /* the thread we write through was killed while held */
 			r = -BTG_ERR_GONE;
 		if (r < 0) {
@@ -401,7 +443,8 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 	/*
 	 * Undo in reverse, the failing site included (its poke may have landed
 	 * before the read-back failed or differed): the process must end up
-	 * fully as it was.  Writing a site's original bytes again is harmless.
+	 * fully as it was, each site's bytes as the stopped world's read found
+	 * them.  Writing them again where nothing landed is harmless.
 	 * An undo that fails is a broken promise: keep undoing the others, and
 	 * say so loudly.
 	 */
@@ -412,7 +455,7 @@ int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard,
 
 		if (!wrote)
 			continue;
-		u = write_site(tid, s, !guard);
+		u = write_site(tid, s, guard, true);
 		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
 		if (u == -ESRCH)
 			continue;

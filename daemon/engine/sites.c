@@ -158,6 +158,13 @@ static int read_target(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -e : -EIO;
 }
 
+/* Whether a change of several words lands whole: inside one page (ptrace_poke_bytes()). */
+static bool change_fits_a_page(uint64_t addr, const struct stub_plan *p)
+{
+	return p->nwords == 1 || (addr + p->offset) / PTRACE_POKE_PAGE ==
+				 (addr + p->offset + p->len - 1) / PTRACE_POKE_PAGE;
+}
+
 /* bytes: the file's bytes at def, def->file_avail of them (at most SITE_CTX_LEN needed). */
 static int add_site(struct site_list *list, const struct procfs_mapping *m,
 		    const struct elf_def *def, const uint8_t *bytes)
@@ -192,12 +199,13 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
 	/*
 	 * A change of several words lands whole only inside one page
-	 * (ptrace_poke_bytes()); across a page boundary the stub goes at the
+	 * (ptrace_poke_bytes()); across a page boundary the stub follows the
+	 * first instruction, and if that crosses one too it goes at the
 	 * entry, in one word, as it did before it followed first instructions.
 	 */
-	if (s->plan.nwords > 1 &&
-	    (addr + s->plan.offset) / PTRACE_POKE_PAGE !=
-	    (addr + s->plan.offset + s->plan.len - 1) / PTRACE_POKE_PAGE &&
+	if (!change_fits_a_page(addr, &s->plan) &&
+	    (stub_plan_following(s->orig, ctx, arch_cpu_features(), &s->plan) < 0 ||
+	     !change_fits_a_page(addr, &s->plan)) &&
 	    stub_plan_at_entry(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
 		return -BTG_ERR_ELF;
 	s->held = s->plan;
@@ -377,13 +385,6 @@ out_free:
 	return r;
 }
 
-/* Whether a change of several words lands whole: inside one page (ptrace_poke_bytes()). */
-static bool change_fits_a_page(uint64_t addr, const struct stub_plan *p)
-{
-	return p->nwords == 1 || (addr + p->offset) / PTRACE_POKE_PAGE ==
-				 (addr + p->offset + p->len - 1) / PTRACE_POKE_PAGE;
-}
-
 /*
  * s->state, ->held and ->breakpoint from s->mem, against every placement
  * the site may hold (stub_plans()): the plan's, those that keep more of
@@ -474,34 +475,42 @@ int sites_proc_state(const struct site_list *list)
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }
 
-size_t site_nwords(const struct site *s)
+/* [*lo, *hi): the bytes of [from, to) where a and b differ; *lo == *hi when none do. */
+static void differing(const uint8_t *a, const uint8_t *b, size_t from, size_t to, size_t *lo,
+		      size_t *hi)
 {
-	return s->held.nwords;
+	*lo = *hi = from;
+	for (size_t i = from; i < to; i++) {
+		if (a[i] == b[i])
+			continue;
+		if (*lo == *hi)
+			*lo = i;
+		*hi = i + 1;
+	}
+}
+
+void site_write_plan(const struct site *s, bool guarded, struct site_write *ret)
+{
+	const struct stub_plan *p = &s->held;
+	size_t kept_end = p->offset + p->keep, end = p->offset + p->len;
+	uint8_t form[SITE_CTX_LEN];
+
+	if (guarded)
+		stub_apply(s->orig, s->ctx_len, p, form);
+	else
+		memcpy(form, s->orig, s->ctx_len);
+	memcpy(ret->want, s->mem, s->ctx_len);
+	/* The placement's bytes take the form's; a kept byte an unguard finds a breakpoint over stays. */
+	for (size_t i = p->offset; i < end; i++)
+		if (guarded || i >= kept_end || s->mem[i] == s->orig[i])
+			ret->want[i] = form[i];
+	differing(s->mem, ret->want, kept_end, end, &ret->lo, &ret->hi);
+	differing(s->mem, ret->want, p->offset, kept_end, &ret->kept_lo, &ret->kept_hi);
 }
 
 uint64_t site_change_lo(const struct site *s)
 {
 	return s->addr + s->held.offset;
-}
-
-uint64_t site_word_addr(const struct site *s, size_t k)
-{
-	return site_change_lo(s) + k * ARCH_WORD_LEN;
-}
-
-uint64_t site_word(const struct site *s, size_t k, bool guarded)
-{
-	uint8_t bytes[SITE_CTX_LEN];
-	size_t at = s->held.offset + k * ARCH_WORD_LEN;
-	uint64_t w;
-
-	/* stub_plan() checked that every word lies inside ctx_len. */
-	if (guarded)
-		stub_apply(s->orig, s->ctx_len, &s->held, bytes);
-	else
-		memcpy(bytes, s->orig, s->ctx_len);
-	memcpy(&w, bytes + at, sizeof(w));
-	return w;
 }
 
 void sites_free(struct site_list *list)

@@ -42,12 +42,22 @@ int sites_read(pid_t pid, struct site_list *list);
 int sites_proc_state(const struct site_list *list);
 
 /*
- * The ptrace words that carry a site's change (s->held: the bytes as they
- * are decide where they go back), the k-th's address and its two values.
+ * What a write of s to its guarded (or original) form changes, worked out
+ * from what s->mem holds now (read with the world stopped): want[] the
+ * bytes from the entry as they must read afterwards, and the ranges of
+ * them that differ from s->mem, inside the placement s->held: [lo, hi)
+ * past its kept bytes, [kept_lo, kept_hi) among them (a breakpoint over
+ * the byte a guard inside an instruction keeps, which a guard writes
+ * over and an unguard leaves to its owner).  Bytes outside the
+ * placement, and the file's bytes after it, stay as s->mem has them.
+ * Empty ranges: nothing to write there.
  */
-size_t site_nwords(const struct site *s);
-uint64_t site_word_addr(const struct site *s, size_t k);
-uint64_t site_word(const struct site *s, size_t k, bool guarded);
+struct site_write {
+	uint8_t want[SITE_CTX_LEN];
+	size_t  lo, hi;
+	size_t  kept_lo, kept_hi;
+};
+void site_write_plan(const struct site *s, bool guarded, struct site_write *ret);
 /* The bytes a write changes: [site_change_lo(s), + s->held.len). */
 uint64_t site_change_lo(const struct site *s);
 

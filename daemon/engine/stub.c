@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Stub placement and byte classification.  The stub is written with every
- * thread held and verified word by word (patch.c); on x86-64 the usual
- * plan fits one ptrace word starting at the stub, on aarch64 an undone
- * first instruction makes it two, and so may on x86-64 a plan that keeps
- * more of the prologue around a breakpoint (arch_stub.h says why these
- * are safe).
+ * thread held and verified word by word (patch.c); on x86-64 the bytes a
+ * plan changes fit one ptrace word (inside the canary load: 8, its first
+ * byte kept), on aarch64 an undone first instruction makes them two, and
+ * so may on x86-64 a plan that keeps more of the prologue around a
+ * breakpoint (arch_stub.h says why these are safe).
  */
 #include <errno.h>
 #include <string.h>
@@ -60,6 +60,25 @@ static int finish_plan(size_t code_len, struct stub_plan *ret)
 }
 
 int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret)
+{
+	const struct landing_pad *pad = find_landing_pad(code, len);
+	size_t at = 0, n;
+
+	memset(ret, 0, sizeof(*ret));
+	n = arch_plan_inside(code, len, pad ? ARCH_LANDING_PAD_LEN : 0, &at, ret->bytes,
+			     sizeof(ret->bytes));
+	if (n) {
+		ret->offset = at;
+		ret->len = n;
+		ret->keep = 1;
+		if (finish_plan(len, ret) == 0)
+			return 0;
+	}
+	return stub_plan_following(code, len, features, ret);
+}
+
+int stub_plan_following(const uint8_t *code, size_t len, unsigned features,
+			struct stub_plan *ret)
 {
 	const struct landing_pad *pad = find_landing_pad(code, len);
 	uint8_t undo[ARCH_CHANGE_MAX];
@@ -129,16 +148,21 @@ static bool same_plan(const struct stub_plan *a, const struct stub_plan *b)
 size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stub_plan *out,
 		  size_t max)
 {
+	struct stub_plan following;
 	size_t n = 0;
 
 	if (max == 0 || stub_plan(code, len, features, &out[n]) < 0)
 		return 0;
 	n++;
+	if (stub_plan_following(code, len, features, &following) < 0)
+		return n;   /* cannot be: stub_plan() fell back on it or fits before it */
+	if (n < max && !same_plan(&out[0], &following))
+		out[n++] = following;
 	for (size_t keep = 1; n < max; keep++) {
 		if (stub_plan_keeping(code, len, features, keep, &out[n]) < 0)
 			break;
-		/* Past the first plan's kept instructions only: the plans the stub grows into. */
-		if (out[n].offset > out[0].offset)
+		/* Past the following plan's kept instructions only: the plans the stub grows into. */
+		if (out[n].offset > following.offset && !same_plan(&out[0], &out[n]))
 			n++;
 	}
 	if (n < max && stub_plan_at_entry(code, len, features, &out[n]) == 0 &&
@@ -150,7 +174,8 @@ size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stu
 bool stub_plan_clear_of_breakpoints(const uint8_t *orig, const uint8_t *mem, size_t len,
 				    const struct stub_plan *plan)
 {
-	size_t end = plan->offset + plan->nwords * ARCH_WORD_LEN;
+	/* One word is written whole; a longer change, its own bytes (ptrace_poke_bytes()). */
+	size_t end = plan->offset + (plan->nwords == 1 ? ARCH_WORD_LEN : plan->len);
 
 	for (size_t u = plan->offset; u + ARCH_BREAKPOINT_LEN <= end && u + ARCH_BREAKPOINT_LEN <= len;
 	     u += ARCH_BREAKPOINT_LEN)

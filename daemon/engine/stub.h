@@ -14,8 +14,10 @@
 #include "arch_stub.h"
 
 struct stub_plan {
-	size_t  offset;                 /* from the entry: past the first instruction, or 0 */
-	size_t  len;                    /* bytes changed from offset on: an undo, then the stub */
+	size_t  offset;                 /* from the entry: the first byte of the change, or of the
+					   instruction it lies in (its first byte kept: bytes[0]) */
+	size_t  len;                    /* bytes from offset on: maybe a kept byte, an undo, the stub */
+	size_t  keep;                   /* leading bytes equal to the file's, never changed (0 or 1) */
 	size_t  nwords;                 /* ptrace words carrying them, the first at offset */
 	uint8_t bytes[ARCH_CHANGE_MAX];
 };
@@ -23,15 +25,25 @@ struct stub_plan {
 /*
  * Plans the stub for a function whose original first bytes are
  * code[0..len), on a CPU with the ARCH_FEATURE_* bits in features (the
- * daemon passes arch_cpu_features(); tests pass what they test).  The first
- * instruction is never covered when the stub can follow it: a landing pad
- * stays first and the stub follows it; an instruction arch_entry_undo()
- * knows stays first and the stub follows it, undoing it first.  Any other
- * first instruction is covered (offset 0): a breakpoint placed there later
- * would break the stub (SECURITY.md).  The words that carry the change
- * must fit: -EINVAL when len < offset + nwords * ARCH_WORD_LEN.
+ * daemon passes arch_cpu_features(); tests pass what they test).  First
+ * choice, where the CPU and the prologue allow: the change inside one
+ * instruction of the file, keeping its first byte, after a prologue it
+ * undoes (arch_plan_inside(): no instruction start inside the change, so
+ * no breakpoint placed later can land in it).  Else stub_plan_following().
+ * The words that carry the change must fit: -EINVAL when len < offset +
+ * nwords * ARCH_WORD_LEN.
  */
 int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret);
+
+/*
+ * The stub after the first instruction: a landing pad stays first and the
+ * stub follows it; an instruction arch_entry_undo() knows stays first and
+ * the stub follows it, undoing it first.  Any other first instruction is
+ * covered (offset 0): a breakpoint placed there later would break the
+ * stub (SECURITY.md).  -EINVAL as stub_plan().
+ */
+int stub_plan_following(const uint8_t *code, size_t len, unsigned features,
+			struct stub_plan *ret);
 
 /*
  * Where btguard put the stub before it followed first instructions: at the
@@ -56,7 +68,9 @@ int stub_plan_keeping(const uint8_t *code, size_t len, unsigned features, size_t
 
 /*
  * Every placement a site may hold, in the order to classify it: out[0]
- * stub_plan()'s, then those keeping more of the prologue
+ * stub_plan()'s, then stub_plan_following()'s (the first choice of
+ * an older btguard, which placed nothing inside an instruction), then
+ * those keeping more of the prologue
  * (stub_plan_keeping(), shortest first), then an older btguard's at the
  * entry.  Their number (0 when stub_plan() fails), at most max.
  */

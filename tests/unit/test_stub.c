@@ -32,12 +32,13 @@ static const uint8_t odd[16] = { 0x48, 0x89, 0xf8, 0x48, 0x83, 0xec, 0x48, 0x64,
 
 #define FILL16 "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
 
+/* stub_plan_following()'s placement (stub_plan()'s where nothing fits inside an instruction). */
 static void check_plan(const uint8_t *code, size_t offset, const char *change, size_t len)
 {
 	struct stub_plan p;
 	uint8_t out[16];
 
-	assert_int_equal(stub_plan(code, 16, 0, &p), 0);
+	assert_int_equal(stub_plan_following(code, 16, 0, &p), 0);
 	assert_int_equal(p.offset, offset);
 	assert_int_equal(p.len, len);
 	assert_int_equal(p.nwords, 1);
@@ -277,7 +278,7 @@ static void classify_sees_through_a_breakpoint_on_the_entry(void **state)
 	assert_int_equal(stub_classify(ibt, mem, sizeof(mem), &p, &bp), PROTO_SITE_GUARDED);
 	assert_true(bp);
 	/* A stub that covers the entry cannot be seen through: the int3 tore it. */
-	assert_int_equal(stub_plan(odd, sizeof(odd), 0, &p), 0);
+	assert_int_equal(stub_plan_following(odd, sizeof(odd), 0, &p), 0);
 	stub_apply(odd, sizeof(odd), &p, mem);
 	mem[0] = 0xcc;
 	assert_int_equal(stub_classify(odd, mem, sizeof(mem), &p, &bp), PROTO_SITE_TORN);
@@ -317,11 +318,15 @@ static void plan_keeping_more_of_the_prologue(void **state)
 	check_keeping(debian32, 32, 4, 7, "\x5b\x5d\x31\xc0\xc3", 5);        /* mov %esi,%ebx */
 	check_keeping(debian32, 32, 5, 11, "\x48\x83\xc4\x38\x5b\x5d\x31\xc0\xc3", 9);
 	assert_int_equal(stub_plan_keeping(debian32, 32, 0, 6, &p), -ENOENT);   /* mov %fs:... */
-	/* The plan's, four that keep more, the old one at the entry. */
-	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 6);
-	assert_int_equal(plans[0].offset, 1);
-	assert_int_equal(plans[4].offset, 11);
-	assert_int_equal(plans[5].offset, 0);
+	/* The plan's (inside the canary load), the one following the first
+	 * instruction, four that keep more, the old one at the entry. */
+	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 7);
+	assert_int_equal(plans[0].offset, 11);
+	assert_int_equal(plans[0].bytes[0], 0x64);
+	assert_int_equal(plans[1].offset, 1);
+	assert_int_equal(plans[5].offset, 11);
+	assert_int_equal(plans[5].bytes[0], 0x48);
+	assert_int_equal(plans[6].offset, 0);
 	assert_int_equal(stub_plans(debian32, 32, 0, plans, 3), 3);
 	/* Never a write into a register the caller relies on that no pop restores. */
 	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x53\x89\xc5" FILL16, 19, 0, 2, &p),
@@ -351,30 +356,153 @@ static void classify_a_guard_planned_around_a_breakpoint(void **state)
 	uint8_t mem[32];
 	bool bp;
 	(void)state;
-	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 6);
+	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 7);
 	memcpy(mem, debian32, 32);
 	mem[1] = 0xcc;
-	assert_int_equal(stub_classify(debian32, mem, 32, &plans[0], &bp), PROTO_SITE_ORIGINAL);
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_ORIGINAL);
 	assert_true(bp);
-	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
-	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
-	stub_apply(debian32, 32, &plans[1], mem);
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[2]));
+	/* The plan's own change, inside the canary load, is clear of it. */
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
+	stub_apply(debian32, 32, &plans[2], mem);
 	mem[1] = 0xcc;
-	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_GUARDED);
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[2], &bp), PROTO_SITE_GUARDED);
 	assert_true(bp);
-	assert_int_equal(stub_classify(debian32, mem, 32, &plans[0], &bp), PROTO_SITE_FOREIGN);
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_FOREIGN);
 	mem[1] = debian32[1];   /* the probe went */
-	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_GUARDED);
+	assert_int_equal(stub_classify(debian32, mem, 32, &plans[2], &bp), PROTO_SITE_GUARDED);
 	assert_false(bp);
 	/* At +4: the first clear of it keeps "push %rbx" too, the words included. */
 	memcpy(mem, debian32, 32);
 	mem[4] = 0xcc;
-	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
-	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[2]));
-	/* A breakpoint in a later word of the plan's write: not clear either. */
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[2]));
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[3]));
+	/* A breakpoint in a later word of a one-word write: not clear either. */
 	memcpy(mem, debian32, 32);
 	mem[8] = 0xcc;
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[1]));
+	/* Past a longer change, in its last word: the write leaves it alone. */
+	memcpy(mem, debian32, 32);
+	mem[20] = 0xcc;
+	assert_true(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
+	mem[11] = 0xcc;
 	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &plans[0]));
+}
+
+/* Debian 13's glibc 2.41: rbx is written only after the canary load. */
+static const uint8_t trixie32[32] = {
+	0x55, 0x48, 0x89, 0xe5, 0x53, 0x48, 0x83, 0xec, 0x38, 0x64, 0x48, 0x8b, 0x1c, 0x25, 0x28, 0x00,
+	0x00, 0x00, 0x48, 0x89, 0x5d, 0xe8, 0x89, 0xf3, 0x48, 0x89, 0x7d, 0xc0, 0xe8, 0x0f, 0x53, 0xff };
+
+static void check_inside(const uint8_t *code, size_t len, size_t offset, const char *change,
+			 size_t change_len)
+{
+	struct stub_plan p;
+	uint8_t out[64];
+
+	assert_int_equal(stub_plan(code, len, 0, &p), 0);
+	assert_int_equal(p.offset, offset);
+	assert_int_equal(p.len, change_len);
+	assert_int_equal(p.nwords, (change_len + 7) / 8);
+	assert_memory_equal(p.bytes, change, change_len);
+	/* The instruction's first byte stays the file's. */
+	assert_int_equal(p.bytes[0], code[offset]);
+	stub_apply(code, len, &p, out);
+	assert_memory_equal(out, code, offset);
+	assert_memory_equal(out + offset + change_len, code + offset + change_len,
+			    len - offset - change_len);
+}
+
+/*
+ * The plan's first choice: inside the canary load, its %fs prefix kept,
+ * the prologue before it undone - with a frame, the callee-saved registers
+ * written since their push reloaded and "leave"; without one, the stack
+ * adjustment and the pushes undone in reverse.  What it cannot undo, or
+ * what does not fit the instruction, keeps the stub after the first one.
+ */
+static void plan_inside_the_canary_load(void **state)
+{
+	uint8_t code[32];
+	struct stub_plan p;
+	(void)state;
+	check_inside(debian32, 32, 11, "\x64\x31\xc0\x48\x8b\x5d\xf8\xc9\xc3", 9);
+	check_inside(trixie32, 32, 9, "\x64\x31\xc0\xc9\xc3", 5);
+	/* After endbr64. */
+	memcpy(code, "\xf3\x0f\x1e\xfa", 4);
+	memcpy(code + 4, debian32, 28);
+	check_inside(code, 32, 15, "\x64\x31\xc0\x48\x8b\x5d\xf8\xc9\xc3", 9);
+	/* No frame: push %rbx; sub $0x10,%rsp; the load with %gs and no REX (8 bytes). */
+	memset(code, 0x90, sizeof(code));
+	memcpy(code, "\x53\x48\x83\xec\x10\x65\x8b\x04\x25\x28\x00\x00\x00", 13);
+	assert_int_equal(stub_plan(code, 32, 0, &p), 0);
+	assert_int_equal(p.offset, 1);      /* 9 bytes of undo do not fit 8: after the push */
+	memcpy(code, "\x53\x48\x83\xec\x10\x64\x48\x8b\x04\x25\x28\x00\x00\x00", 14);
+	check_inside(code, 32, 5, "\x64\x31\xc0\x48\x83\xc4\x10\x5b\xc3", 9);
+	/* r12 pushed and written, with a frame: REX.R in its reload. */
+	memcpy(code, "\x55\x48\x89\xe5\x41\x54\x41\x89\xfc\x64\x48\x8b\x04\x25\x28\x00\x00\x00", 18);
+	check_inside(code, 32, 9, "\x64\x31\xc0\x4c\x8b\x65\xf8\xc9\xc3", 9);
+	/* A callee-saved register written but never pushed: not undone, so not inside. */
+	memcpy(code, "\x55\x48\x89\xe5\x89\xf3\x64\x48\x8b\x04\x25\x28\x00\x00\x00", 15);
+	assert_int_equal(stub_plan(code, 32, 0, &p), 0);
+	assert_int_equal(p.offset, 1);
+	/* Two reloads do not fit the 9 bytes. */
+	memcpy(code, "\x55\x48\x89\xe5\x53\x41\x54\x89\xf3\x41\x89\xfc\x64\x48\x8b\x04\x25\x28\x00\x00\x00", 21);
+	assert_int_equal(stub_plan(code, 32, 0, &p), 0);
+	assert_int_equal(p.offset, 1);
+	/* push %rax would undo the xor; push %rsp is never undone by a pop. */
+	memcpy(code, "\x50\x64\x48\x8b\x04\x25\x28\x00\x00\x00", 10);
+	assert_int_equal(stub_plan(code, 32, 0, &p), 0);
+	assert_int_equal(p.offset, 1);
+	assert_int_equal(p.bytes[0], 0x58);   /* after it, popping it */
+	/* Too close to the end for its two words: the plan after the first instruction. */
+	assert_int_equal(stub_plan(debian32, 26, 0, &p), 0);
+	assert_int_equal(p.offset, 1);
+	assert_int_equal(stub_plan(debian32, 27, 0, &p), 0);
+	assert_int_equal(p.offset, 11);
+}
+
+/*
+ * A breakpoint on the instruction the change lies in (its first byte, the
+ * one kept): a hit replays the file's instruction and resumes past the
+ * change, so the call runs unguarded: torn, never guarded.  Its removal
+ * writes back the kept byte: guarded again.  A breakpoint before it (the
+ * prologue's) or past it is seen through.
+ */
+static void classify_a_breakpoint_on_the_kept_byte(void **state)
+{
+	struct stub_plan p;
+	uint8_t mem[32];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan(debian32, 32, 0, &p), 0);
+	stub_apply(debian32, 32, &p, mem);
+	assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_GUARDED);
+	assert_false(bp);
+	mem[11] = 0xcc;
+	assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
+	mem[11] = debian32[11];
+	assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_GUARDED);
+	assert_false(bp);
+	for (size_t at = 0; at < 32; at++) {
+		if (at == 11)
+			continue;
+		stub_apply(debian32, 32, &p, mem);
+		mem[at] = 0xcc;
+		if (at > 11 && at < 20) {   /* inside the load: not an instruction start */
+			assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_TORN);
+			continue;
+		}
+		assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_GUARDED);
+		assert_true(bp);
+	}
+	/* The file's bytes with a breakpoint on the load: original, and not clear to write. */
+	memcpy(mem, debian32, 32);
+	mem[11] = 0xcc;
+	assert_int_equal(stub_classify(debian32, mem, 32, &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_true(bp);
+	assert_false(stub_plan_clear_of_breakpoints(debian32, mem, 32, &p));
 }
 
 static void plan_at_entry_is_the_old_placement(void **state)
@@ -449,6 +577,8 @@ int main(void)
 		cmocka_unit_test(plan_at_entry_is_the_old_placement),
 		cmocka_unit_test(plan_keeping_more_of_the_prologue),
 		cmocka_unit_test(classify_a_guard_planned_around_a_breakpoint),
+		cmocka_unit_test(plan_inside_the_canary_load),
+		cmocka_unit_test(classify_a_breakpoint_on_the_kept_byte),
 		cmocka_unit_test(plan_refuses_when_the_word_does_not_fit),
 		cmocka_unit_test(classify_original_guarded_foreign),
 		cmocka_unit_test(classify_torn_by_a_uprobe_inside_the_change),

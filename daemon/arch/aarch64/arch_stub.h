@@ -160,6 +160,22 @@ static inline size_t arch_next_undo(const uint8_t *code, size_t len, uint32_t *s
 	return 0;
 }
 
+/*
+ * The guard inside one instruction, as x86-64 places it: not on aarch64.
+ * Every instruction here is a breakpoint's unit: a uprobe's removal writes
+ * back the file's whole instruction, so no change can keep part of one,
+ * and a one-instruction guard (a branch to a stub elsewhere) needs room
+ * outside the function.  Until then the stub follows the first
+ * instruction, and a probe placed later inside the change is the limit
+ * SECURITY.md states.
+ */
+static inline size_t arch_plan_inside(const uint8_t *code, size_t len, size_t start,
+				      size_t *ret_at, uint8_t *out, size_t out_max)
+{
+	(void)code, (void)len, (void)start, (void)ret_at, (void)out, (void)out_max;
+	return 0;
+}
+
 /* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */
 #define ARCH_WORD_LEN    8u
 

@@ -8,6 +8,7 @@
 #ifndef BTGUARD_ARCH_STUB_H
 #define BTGUARD_ARCH_STUB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,178 @@ static inline size_t arch_next_undo(const uint8_t *code, size_t len, uint32_t *s
 		return 0;
 	*ret_undo_len = 0;
 	return at + 2;
+}
+
+/*
+ * The guard inside one instruction (stub.c's first choice).  A uprobe or a
+ * debugger's breakpoint can go on any instruction start of the file, and
+ * the kernel's replay of a probed instruction resumes after the *file's*
+ * instruction; its removal writes back the file's first byte.  Every
+ * placement that changes the byte at an instruction start, or spans two,
+ * has one start where a probe placed later replays the file's instruction
+ * into our bytes, in a state they were not made for, and whose removal
+ * leaves our bytes with the file's first byte (SECURITY.md).  So the
+ * change lies inside one instruction of the file and keeps its first byte:
+ *  - the prologue before it runs unchanged, probes on it included;
+ *  - a probe on the instruction itself replays the file's instruction and
+ *    resumes after it, in the file's code: that call runs unguarded but
+ *    correctly (status says torn, guard writes over the probe), and the
+ *    removal writes back the first byte we kept: the guard is whole again;
+ *  - no instruction of the file starts inside the other bytes.
+ * The instruction: the stack protector's load of the canary, "mov
+ * %fs:0x28,%reg" (64 [REX] 8b modrm sib disp32, 8 or 9 bytes), which
+ * gcc puts right after the prologue of every function that keeps an array
+ * on its stack, backtrace() among them.  Its first byte, the %fs prefix,
+ * stays and prefixes our first instruction, "xor %eax,%eax", which has no
+ * memory operand: a segment prefix on it is ignored (SDM vol. 2, 2.1.1).
+ * Then the prologue is undone: with a frame ("push %rbp; mov %rsp,%rbp"
+ * first), each callee-saved register pushed and then written is reloaded
+ * from its slot ("mov -N(%rbp),%reg") and "leave; ret" returns; without
+ * one, "add $N,%rsp" and the pops in reverse, then "ret".  Debian 12's
+ * glibc 2.36: "64 31 c0 48 8b 5d f8 c9 c3" at +11 (its prologue moves
+ * %esi into %ebx before the load); Debian 13's 2.41: "64 31 c0 c9 c3" at
+ * +9 (rbx is written only after it).
+ */
+static inline size_t arch_fs_load_len(const uint8_t *c, size_t len)
+{
+	size_t at = 1;
+
+	if (len < 1 || (c[0] != 0x64 && c[0] != 0x65))
+		return 0;
+	if (len > at && (c[at] & 0xf0) == 0x40)
+		at++;                                   /* REX */
+	/* mov r64, seg:disp32: modrm mod 00 rm 100, SIB with no base or index */
+	if (len < at + 7 || c[at] != 0x8b || (c[at + 1] & 0xc7) != 0x04 || c[at + 2] != 0x25)
+		return 0;
+	return at + 7;
+}
+
+#define ARCH_CALLEE_SAVED ((1u << 3) | (1u << 5) | (1u << 12) | (1u << 13) | (1u << 14) | (1u << 15))
+
+/* One step of a prologue: push (reg >= 0) or stack adjustment (sub > 0). */
+struct arch_prologue_step {
+	int      reg;
+	uint32_t sub;
+	uint32_t depth;    /* bytes below %rbp after it, with a frame */
+};
+
+static inline size_t arch_plan_inside(const uint8_t *code, size_t len, size_t start,
+				      size_t *ret_at, uint8_t *out, size_t out_max)
+{
+	struct arch_prologue_step steps[16];
+	size_t nsteps = 0, off = start, n = 0, insn;
+	uint32_t written = 0, depth = 0;
+	bool frame = false;
+
+	if (len >= start + 4 && code[start] == 0x55 && code[start + 1] == 0x48 &&
+	    code[start + 2] == 0x89 && code[start + 3] == 0xe5) {
+		frame = true;                           /* push %rbp; mov %rsp,%rbp */
+		off += 4;
+	}
+	for (;;) {
+		const uint8_t *c = code + off;
+		size_t left = len - off;
+
+		/* A prologue is short and its frame small; anything else is not ours to undo. */
+		if (off >= len || nsteps == sizeof(steps) / sizeof(steps[0]) || depth > 4096)
+			return 0;
+		insn = arch_fs_load_len(c, left);
+		if (insn)
+			break;
+		if ((c[0] & 0xf8) == 0x50 || (left >= 2 && c[0] == 0x41 && (c[1] & 0xf8) == 0x50)) {
+			int reg = c[0] == 0x41 ? 8 + (c[1] & 7) : c[0] & 7;
+
+			/* push %rsp is not undone by a pop; a pushed %rax would undo our xor */
+			if (reg == 4 || reg == 0)
+				return 0;
+			depth += 8;
+			steps[nsteps++] = (struct arch_prologue_step){ reg, 0, depth };
+			off += c[0] == 0x41 ? 2 : 1;
+		} else if (left >= 4 && c[0] == 0x48 && c[1] == 0x83 && c[2] == 0xec && c[3] < 0x80) {
+			depth += c[3];
+			steps[nsteps++] = (struct arch_prologue_step){ -1, c[3], depth };
+			off += 4;
+		} else if (left >= 7 && c[0] == 0x48 && c[1] == 0x81 && c[2] == 0xec && c[6] < 0x80) {
+			uint32_t imm = (uint32_t)c[3] | (uint32_t)c[4] << 8 | (uint32_t)c[5] << 16 |
+				       (uint32_t)c[6] << 24;
+
+			depth += imm;
+			steps[nsteps++] = (struct arch_prologue_step){ -1, imm, depth };
+			off += 7;
+		} else {
+			/* mov %reg,%reg (89 /r, REX optional): what it writes must be ours to lose */
+			size_t at = (c[0] & 0xf0) == 0x40;
+			unsigned dst;
+			uint32_t pushed = 0;
+
+			if (left < at + 2 || c[at] != 0x89 || (c[at + 1] & 0xc0) != 0xc0)
+				return 0;
+			dst = (c[at + 1] & 7) | (at && (c[0] & 1) ? 8u : 0u);
+			for (size_t i = 0; i < nsteps; i++)
+				if (steps[i].reg >= 0)
+					pushed |= 1u << steps[i].reg;
+			if (dst == 4 || (dst == 5 && frame) ||
+			    ((ARCH_CALLEE_SAVED >> dst) & 1 && !((pushed >> dst) & 1)))
+				return 0;
+			written |= 1u << dst;
+			off += at + 2;
+		}
+	}
+	/* The kept first byte prefixes "xor %eax,%eax". */
+	if (out_max < 3)
+		return 0;
+	out[n++] = code[off];
+	out[n++] = 0x31;
+	out[n++] = 0xc0;
+	if (frame) {
+		for (size_t i = 0; i < nsteps; i++) {
+			int reg = steps[i].reg;
+
+			/* Reloaded only if written since its push; a scratch one need not be. */
+			if (reg < 0 || !((ARCH_CALLEE_SAVED & written) >> reg & 1))
+				continue;
+			if (steps[i].depth > 128 || n + 4 > out_max)
+				return 0;
+			out[n++] = reg >= 8 ? 0x4c : 0x48;            /* REX.W, REX.R for r8-r15 */
+			out[n++] = 0x8b;
+			out[n++] = (uint8_t)(0x45 | (reg & 7) << 3);  /* disp8(%rbp) */
+			out[n++] = (uint8_t)(0x100 - steps[i].depth);
+		}
+		if (n + 2 > out_max)
+			return 0;
+		out[n++] = 0xc9;                                      /* leave */
+	} else {
+		for (size_t i = nsteps; i-- > 0;) {
+			if (steps[i].reg < 0) {
+				if (n + 7 > out_max)
+					return 0;
+				out[n++] = 0x48;
+				if (steps[i].sub < 0x80) {
+					out[n++] = 0x83;      /* add $imm8,%rsp */
+					out[n++] = 0xc4;
+					out[n++] = (uint8_t)steps[i].sub;
+				} else {
+					out[n++] = 0x81;      /* add $imm32,%rsp */
+					out[n++] = 0xc4;
+					for (int b = 0; b < 4; b++)
+						out[n++] = (uint8_t)(steps[i].sub >> (8 * b));
+				}
+			} else {
+				if (n + 3 > out_max)
+					return 0;
+				if (steps[i].reg >= 8)
+					out[n++] = 0x41;
+				out[n++] = (uint8_t)(0x58 | (steps[i].reg & 7));
+			}
+		}
+		if (n + 1 > out_max)
+			return 0;
+	}
+	out[n++] = 0xc3;                                              /* ret */
+	if (n > insn)
+		return 0;   /* does not fit inside the instruction */
+	*ret_at = off;
+	return n;
 }
 
 /* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */
