@@ -19,7 +19,7 @@ import pytest
 from btg.daemon import guard_ok, one, unguard_ok
 from btg.paths import BTGUARDCTL
 from btg.procfs import mapped_paths, own_mapping, read_mem, wait_threads_running
-from btg.sites import assert_original, assert_stub, expected_site, sites_of
+from btg.sites import SITE_LEN, assert_original, assert_stub, expected_site, sites_of
 from btg.victims import start, victim_path, wait_behaviour
 
 NTHREADS = 4
@@ -32,7 +32,7 @@ def guard_cycle(daemon, v, libc_object):
     assert res["ok"] is True and res["state"] == "unguarded", res
     assert list(sites_of(res)) == [libc_object], res
     addr = sites_of(res)[libc_object]
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     wait_behaviour(v, zero=False)
 
     res = guard_ok(daemon, v.pid, nsites=1)
@@ -100,7 +100,7 @@ def test_other_pid_namespace(daemon, victim):
     processes by their container numbers, and never a host process."""
     host = start(victim, [victim_path("idle"), 1], "idle-host")
     host_site = expected_site(host.pid)
-    host_original = read_mem(host.pid, host_site, 16)
+    host_original = read_mem(host.pid, host_site, SITE_LEN)
     ctl = f"{BTGUARDCTL} --socket {daemon.socket} --json --deadline 10000"
     out = victim.dir / "inner-idle.out"
     # The inner shell guards its own idle, then tries the host victim's
@@ -147,7 +147,7 @@ def test_other_pid_namespace(daemon, victim):
     assert rc == "1" and res["ok"] is False and res["error"] == "no-process", ns.before
     assert res["wrote"] is False and str(host.pid) in res["message"], res
     # ... and the host process with that number was not touched.
-    assert read_mem(host.pid, host_site, 16) == host_original
+    assert read_mem(host.pid, host_site, SITE_LEN) == host_original
     st = one(daemon.ctl("status", host.pid, check=0), host.pid, "status")
     assert st["state"] == "unguarded", st
     wait_threads_running(host.pid)

@@ -41,7 +41,7 @@ import pytest
 
 from btg.paths import BTGUARDCTL, CPU_CGROUP_V1
 from btg.procfs import read_mem, task_states, thread_problems, wait_for, wait_threads_running
-from btg.sites import expected_site
+from btg.sites import SITE_LEN, Site, expected_site, park_points
 from btg.victims import (Lines, read_report, stop_started, user_prefix, vforker_in_d_state,
                          wait_report)
 from btg.wire import MAX_PIDS, VERSION
@@ -276,15 +276,16 @@ def started(daemon, client, pid, action="guard"):
     return f"client pid={client.pid}: {action} of PID {pid} starts" in daemon.log()
 
 
-def idle_guard_overtakes(daemon, victim, busy_pid, release):
-    """Client A guards busy_pid with a long deadline; once its first attempt
-    has begun, client B guards an idle process.  B must be answered while
-    A is still pending.  Then release() frees the target and A's answer
-    is returned."""
+def idle_guard_overtakes(daemon, victim, busy_pid, release, action="guard"):
+    """Client A guards (or unguards) busy_pid with a long deadline; once its
+    first attempt has begun, client B guards an idle process.  B must be
+    answered while A is still pending.  Then release() frees the target
+    and A's answer is returned."""
     idle = victim("idle", 1)
-    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", busy_pid)
+    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, action, busy_pid)
     try:
-        wait_for(lambda: started(daemon, a, busy_pid), "client A's guard to begin", timeout=30)
+        wait_for(lambda: started(daemon, a, busy_pid, action), f"client A's {action} to begin",
+                 timeout=30)
         assert a.pending(), a.answer()
         t0 = time.monotonic()
         r = daemon.ctl("--deadline", LONG_DEADLINE_MS, "guard", idle.pid, timeout=120)
@@ -305,10 +306,15 @@ def idle_guard_overtakes(daemon, victim, busy_pid, release):
 
 def test_busy_target_does_not_hold_up_others_parked_in_the_bytes(daemon, victim):
     """A thread parked in a signal handler whose frame says it will resume
-    inside backtrace()'s first bytes: every attempt is refused as busy."""
+    inside the guard's bytes: every attempt to unguard is refused as busy.
+    (The unguard: where the guard lies inside one instruction of the file,
+    the original bytes hold no boundary a thread could stop at inside it.)"""
     v = victim("sigframe", stdin=True)
+    site = Site(v.pid)
     out = Lines(v.proc)
-    v.proc.stdin.write(b"park\n")
+    assert daemon.ctl("guard", v.pid, check=0).results[0]["ok"]
+    inside, _, _ = park_points(site, site.guarded)
+    v.proc.stdin.write(f"park {inside[0]}\n".encode())
     v.proc.stdin.flush()
     assert out.next().startswith("parked"), out.seen
 
@@ -317,8 +323,8 @@ def test_busy_target_does_not_hold_up_others_parked_in_the_bytes(daemon, victim)
         v.proc.stdin.flush()
         assert out.next().startswith("resumed"), out.seen
 
-    res = idle_guard_overtakes(daemon, victim, v.pid, release)
-    assert res["ok"] is True and res["state"] == "guarded", res
+    res = idle_guard_overtakes(daemon, victim, v.pid, release, action="unguard")
+    assert res["ok"] is True and res["state"] == "unguarded", res
     v.assert_alive()
     assert thread_problems(v.pid) == []
 
@@ -384,7 +390,7 @@ def test_guard_and_unguard_of_one_process_never_interleave(daemon, victim):
     unguarded" at once and A would have left the process guarded."""
     v, stuck, gate = vforker_in_d_state(victim)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", v.pid)
     b = None
     try:
@@ -410,24 +416,28 @@ def test_guard_and_unguard_of_one_process_never_interleave(daemon, victim):
     a_done = log.index(f": guard pid={v.pid} ")
     b_began = log.index(f"client pid={b.pid}: unguard of PID {v.pid} starts")
     assert a_done < b_began, log[-3000:]
-    assert read_mem(v.pid, addr, 16) == original
+    assert read_mem(v.pid, addr, SITE_LEN) == original
     wait_threads_running(v.pid)
     v.assert_alive()
 
 
 def test_shutdown_answers_a_target_waiting_for_its_next_attempt(daemon, victim):
     """SIGTERM while a client's target is parked between attempts (busy: a
-    thread parked in the bytes to change)."""
+    thread parked in the guard's bytes, which the unguard would change)."""
     v = victim("sigframe", stdin=True)
+    site = Site(v.pid)
     out = Lines(v.proc)
-    v.proc.stdin.write(b"park\n")
+    assert daemon.ctl("guard", v.pid, check=0).results[0]["ok"]
+    inside, _, _ = park_points(site, site.guarded)
+    v.proc.stdin.write(f"park {inside[0]}\n".encode())
     v.proc.stdin.flush()
     assert out.next().startswith("parked"), out.seen
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
-    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "guard", v.pid)
+    guarded = read_mem(v.pid, addr, SITE_LEN)
+    a = Pending(daemon, "--deadline", LONG_DEADLINE_MS, "unguard", v.pid)
     try:
-        wait_for(lambda: started(daemon, a, v.pid), "client A's guard to begin", timeout=30)
+        wait_for(lambda: started(daemon, a, v.pid, "unguard"), "client A's unguard to begin",
+                 timeout=30)
         assert a.pending()
         daemon.proc.send_signal(signal.SIGTERM)
         res = a.answer(timeout=30)
@@ -437,5 +447,5 @@ def test_shutdown_answers_a_target_waiting_for_its_next_attempt(daemon, victim):
     assert res["wrote"] is False, res
     assert daemon.proc.wait(timeout=30) == 0
     assert thread_problems(v.pid) == []
-    assert read_mem(v.pid, addr, 16) == original
+    assert read_mem(v.pid, addr, SITE_LEN) == guarded == site.guarded
     v.assert_alive()

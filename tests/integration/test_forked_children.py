@@ -14,7 +14,7 @@ import pytest
 
 from btg.daemon import guard_ok, one, unguard_ok
 from btg.procfs import read_mem, wait_threads_running
-from btg.sites import assert_original, assert_stub, expected_site
+from btg.sites import SITE_LEN, assert_original, assert_stub, expected_site
 from btg.victims import kill_pid, start, victim_path
 
 
@@ -50,7 +50,7 @@ def forker(victim):
 def test_child_forked_after_guard_inherits_it(daemon, forker):
     v = forker(0)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     guard_ok(daemon, v.pid, nsites=1)
     assert_stub(v.pid, addr, original)
 
@@ -79,7 +79,7 @@ def test_tree_guards_parent_and_workers(daemon, forker):
     assert len(workers) == 3 and all(n > 0 for n in workers.values()), v.before
     pids = [v.pid, *workers]
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
 
     r = daemon.ctl("--deadline", 10000, "--tree", "guard", v.pid, check=0)
     # One result per process, the parent first, each really guarded.

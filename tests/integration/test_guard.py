@@ -13,7 +13,8 @@ import os
 import pytest
 
 from btg.procfs import read_mem, thread_problems, wait_threads_running, write_mem
-from btg.sites import ENDBR64, STUB, expected_site, guarded_form, libc_text_mappings, stub_offset
+from btg.sites import (ENDBR64, SITE_LEN, STUB, expected_site, guarded_form, libc_text_mappings,
+                       stub_offset)
 from btg.victims import wait_behaviour, wait_report
 from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
                       PROC_UNKNOWN, RESULT_WROTE, Wire)
@@ -97,7 +98,7 @@ def test_guard_then_unguard_is_observable(daemon, victim):
     v = victim.bt_loop(16)
     site = int(libc_site(one_result(daemon.ctl("status", v.pid, check=0),
                                     v.pid, "status"))["address"], 16)
-    original = read_mem(v.pid, site, 16)
+    original = read_mem(v.pid, site, SITE_LEN)
     # Before anything: real frames.
     wait_all_real(v)
 
@@ -106,7 +107,7 @@ def test_guard_then_unguard_is_observable(daemon, victim):
     assert_guard_reply(res, wrote=True)
     wait_threads_running(v.pid)
     v.assert_alive()
-    patched = read_mem(v.pid, site, 16)
+    patched = read_mem(v.pid, site, SITE_LEN)
     assert patched == guarded_form(original), \
         f"not guarded as planned: {original.hex()} -> {patched.hex()}"
     wait_all_zero(v)
@@ -123,7 +124,7 @@ def test_guard_then_unguard_is_observable(daemon, victim):
     assert_unguard_reply(res, wrote=True)
     wait_threads_running(v.pid)
     v.assert_alive()
-    assert read_mem(v.pid, site, 16) == original
+    assert read_mem(v.pid, site, SITE_LEN) == original
     wait_all_real(v)
 
     res = one_result(daemon.ctl("--deadline", DEADLINE_MS, "unguard", v.pid, check=0),
@@ -138,7 +139,7 @@ def test_guard_then_unguard_is_observable(daemon, victim):
 def bytes_now(pid, address):
     """The site's bytes for a failure message; the victim may have died."""
     try:
-        return read_mem(pid, address, 8).hex()
+        return read_mem(pid, address, SITE_LEN).hex()
     except OSError as e:
         return f"unreadable ({e.strerror})"
 
@@ -151,7 +152,7 @@ def test_guard_unguard_cycles(daemon, victim):
     a write on a busy answer or any other error is not."""
     v = victim.bt_loop(16)
     site = expected_site(v.pid)
-    original = read_mem(v.pid, site, 8)
+    original = read_mem(v.pid, site, SITE_LEN)
     expected = PROC_UNGUARDED
     counts = collections.Counter()
     progress = wait_report(v.report, lambda r: True, "a report")
@@ -252,7 +253,7 @@ def test_state_foreign_is_never_written(daemon, victim):
     v = victim("idle", 2)
     res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
     site = int(libc_site(res)["address"], 16)
-    original = read_mem(v.pid, site, 16)
+    original = read_mem(v.pid, site, SITE_LEN)
     off = stub_offset(original)
     # Somebody else's patch: one byte of the stub range, neither original,
     # ours, nor a breakpoint (int3 there is a uprobe's or a debugger's, which
@@ -260,7 +261,7 @@ def test_state_foreign_is_never_written(daemon, victim):
     # never calls backtrace() again, so poking a running process is safe.
     foreign_byte = b"\x90" if original[off:off + 1] != b"\x90" else b"\xf4"
     write_mem(v.pid, site + off, foreign_byte)
-    foreign = read_mem(v.pid, site, 16)
+    foreign = read_mem(v.pid, site, SITE_LEN)
     try:
         res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
         assert res["state"] == "foreign", res
@@ -270,7 +271,7 @@ def test_state_foreign_is_never_written(daemon, victim):
             res = one_result(daemon.ctl(action, v.pid, check=1), v.pid, action)
             assert res["ok"] is False and res["error"] == "foreign", res
             assert res["wrote"] is False, res
-            assert read_mem(v.pid, site, 16) == foreign, f"{action} wrote to a foreign site"
+            assert read_mem(v.pid, site, SITE_LEN) == foreign, f"{action} wrote to a foreign site"
             wait_threads_running(v.pid)
     finally:
         write_mem(v.pid, site, original)
@@ -286,7 +287,7 @@ def test_a_stub_an_older_btguard_put_at_the_entry_is_recognised(daemon, victim):
     v = victim("idle", 2)
     res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
     site = int(libc_site(res)["address"], 16)
-    original = read_mem(v.pid, site, 16)
+    original = read_mem(v.pid, site, SITE_LEN)
     if stub_offset(original) == 0 or original.startswith(ENDBR64):
         pytest.skip(f"this libc's backtrace() starts where the stub always went: {original.hex()}")
     # The idle victim never calls backtrace() again: poking it is safe.
@@ -298,7 +299,7 @@ def test_a_stub_an_older_btguard_put_at_the_entry_is_recognised(daemon, victim):
         assert_guard_reply(res, wrote=False)
         res = one_result(daemon.ctl("unguard", v.pid, check=0), v.pid, "unguard")
         assert res["ok"] is True and res["state"] == "unguarded" and res["wrote"] is True, res
-        assert read_mem(v.pid, site, 16) == original
+        assert read_mem(v.pid, site, SITE_LEN) == original
     finally:
         write_mem(v.pid, site, original)
     v.assert_alive()
@@ -313,7 +314,7 @@ def test_state_partial_with_two_sites(daemon, victim):
     assert res["state"] == "unguarded", res
     pre_site = int(next(s for s in res["sites"] if s["object"].endswith("libbtpre"))["address"], 16)
     assert pre_site == expected_site(v.pid, "/libbtpre")
-    pre_original = read_mem(v.pid, pre_site, 16)
+    pre_original = read_mem(v.pid, pre_site, SITE_LEN)
 
     res = one_result(daemon.ctl("guard", v.pid, check=0), v.pid, "guard")
     assert_guard_reply(res, wrote=True)
@@ -334,6 +335,6 @@ def test_state_partial_with_two_sites(daemon, victim):
     # ... and unguard undoes one.
     res = one_result(daemon.ctl("unguard", v.pid, check=0), v.pid, "unguard")
     assert_unguard_reply(res, wrote=True)
-    assert read_mem(v.pid, pre_site, 16) == pre_original
+    assert read_mem(v.pid, pre_site, SITE_LEN) == pre_original
     wait_threads_running(v.pid)
     v.assert_alive()

@@ -12,7 +12,7 @@ import time
 
 from btg.daemon import faulty_daemon
 from btg.procfs import read_mem, thread_problems, wait_threads_running
-from btg.sites import expected_site
+from btg.sites import SITE_LEN, expected_site
 from btg.victims import start, victim_path
 
 
@@ -23,11 +23,11 @@ def status(d, pid):
 def test_read_back_that_differs_restores_the_word(victim):
     v = victim("idle", 2)
     site = expected_site(v.pid)
-    original = read_mem(v.pid, site, 8)
+    original = read_mem(v.pid, site, SITE_LEN)
     with faulty_daemon("peek-differ=1") as d:
         r = d.ctl("guard", v.pid, check=1).results[0]
         assert r["error"] == "verify", r
-        assert read_mem(v.pid, site, 8) == original
+        assert read_mem(v.pid, site, SITE_LEN) == original
         assert status(d, v.pid)["state"] == "unguarded"
         wait_threads_running(v.pid)
         # And the next attempt, with nothing injected, works.
@@ -57,12 +57,12 @@ def test_second_site_failing_leaves_both_original(victim):
 def test_failed_seize_leaves_nothing_held(victim):
     v = victim("idle", 8)
     site = expected_site(v.pid)
-    original = read_mem(v.pid, site, 8)
+    original = read_mem(v.pid, site, SITE_LEN)
     # The third seize: two threads are already held when it fails.
     with faulty_daemon("seize=3") as d:
         r = d.ctl("guard", v.pid, check=1).results[0]
         assert r["error"] == "EIO" and "PTRACE_SEIZE" in r["message"], r
-        assert read_mem(v.pid, site, 8) == original
+        assert read_mem(v.pid, site, SITE_LEN) == original
         wait_threads_running(v.pid)
         assert d.ctl("guard", v.pid, check=0).results[0]["ok"]
     v.assert_alive()

@@ -23,6 +23,7 @@ import pytest
 
 from btg.paths import SETTLE_TIMEOUT
 from btg.procfs import thread_problems
+from btg.sites import Site, kept_instruction, park_points
 from btg.victims import Lines
 
 # Short: each busy answer waits out its whole deadline.
@@ -66,53 +67,85 @@ def expect_resumed(out, state):
     return seq
 
 
+def park(v, out, at):
+    tell(v, f"park {at}")
+    return expect(out, "parked")[1]
+
+
+FORMS = {"guard": ("original", "unguarded", "guarded"),
+         "unguard": ("guarded", "guarded", "unguarded")}
+
+
 @pytest.mark.parametrize("name,opts", VARIANTS, ids=[" ".join([n] + o) for n, o in VARIANTS])
 def test_parked_signal_frame_blocks_the_write(daemon, victim, name, opts):
+    """Parked at each instruction boundary strictly inside the bytes the
+    write changes, in the form they hold: busy, nothing written, and the
+    call completes once let go.  Where the change lies inside one
+    instruction of the file (this glibc), the original holds no such
+    boundary: the guard has nothing to wait for, and only the unguard
+    (the guard's bytes hold three) can be busy."""
     v = victim(name, *opts, stdin=True)
     out = Lines(v.proc)
-    for action, before, after in (("guard", "unguarded", "guarded"),
-                                  ("unguard", "guarded", "unguarded")):
-        tell(v, "park")
-        seq = expect(out, "parked")[1]
-        r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=1).results[0]
-        assert r["error"] == "busy", r
-        assert "inside the bytes to change" in r["message"], r
-        assert state_of(daemon, v.pid) == before
-        # The handler returns into the saved PC, in the bytes it was
-        # interrupted in, and the call completes.
-        tell(v, "release")
-        assert expect_resumed(out, before) == seq
-        v.assert_alive()
+    site = Site(v.pid)
+    refused = 0
+    for action in ("guard", "unguard"):
+        form, before, after = FORMS[action]
+        inside, _, _ = park_points(site, getattr(site, form))
+        if not inside:
+            assert action == "guard" and kept_instruction(site) is not None, (action, form)
+        for at in inside if name == "sigframe" and not opts else inside[:1]:
+            seq = park(v, out, at)
+            r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=1).results[0]
+            assert r["error"] == "busy", (at, r)
+            assert "inside the bytes to change" in r["message"], r
+            assert state_of(daemon, v.pid) == before
+            # The handler returns into the saved PC, in the bytes it was
+            # interrupted in, and the call completes.
+            tell(v, "release")
+            assert expect_resumed(out, before) == seq
+            v.assert_alive()
+            refused += 1
         r = daemon.ctl(action, v.pid, check=0).results[0]
         assert r["ok"] and r["state"] == after, r
         assert thread_problems(v.pid) == []
-        # A park in the bytes just written, for the other direction.
-        tell(v, "park")
-        expect(out, "parked")
-        tell(v, "release")
-        expect_resumed(out, after)
-        v.assert_alive()
+        # A park in the bytes just written.
+        new_inside, _, _ = park_points(site, getattr(site, FORMS["unguard" if action == "guard"
+                                                                else "guard"][0]))
+        for at in new_inside[:1]:
+            park(v, out, at)
+            tell(v, "release")
+            expect_resumed(out, after)
+            v.assert_alive()
+    assert refused >= 1
     assert thread_problems(v.pid) == []
 
 
 @pytest.mark.parametrize("name,opts", VARIANTS[:2], ids=[" ".join([n] + o) for n, o in VARIANTS[:2]])
-def test_a_thread_just_past_the_kept_first_instruction_runs_the_new_bytes(daemon, victim, name,
-                                                                          opts):
-    """The stub follows the function's first instruction and undoes it, so a
-    thread interrupted right after that instruction (its PC at the first
-    byte of the change) is no obstacle: written under it, it runs the undo
-    and the stub (or, unguarded, the rest of the original) and returns."""
+def test_a_thread_at_the_first_byte_or_past_the_change_runs_the_new_bytes(daemon, victim, name,
+                                                                         opts):
+    """A thread interrupted at the first byte of the change (right after the
+    first instruction the stub keeps, or at the instruction the change lies
+    in, whose first byte it keeps) or, in the original, at the first
+    instruction past it is no obstacle: written under it, it runs the new
+    bytes (or, past them, the rest of the original) and returns."""
     v = victim(name, *opts, stdin=True)
     out = Lines(v.proc)
-    for action, after in (("guard", "guarded"), ("unguard", "unguarded")):
-        tell(v, "park-first")
-        seq = expect(out, "parked")[1]
-        r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=0).results[0]
-        assert r["ok"] and r["state"] == after, r
-        tell(v, "release")
-        assert expect_resumed(out, after) == seq
-        v.assert_alive()
-        assert thread_problems(v.pid) == []
+    site = Site(v.pid)
+    for action in ("guard", "unguard"):
+        form, before, after = FORMS[action]
+        _, first, past = park_points(site, getattr(site, form))
+        # Past the guard's bytes nothing runs: its ret came first.
+        for at in (first, past) if action == "guard" else (first,):
+            if state_of(daemon, v.pid) != before:
+                back = "unguard" if action == "guard" else "guard"
+                assert daemon.ctl(back, v.pid, check=0).results[0]["ok"]
+            seq = park(v, out, at)
+            r = daemon.ctl("--deadline", BUSY_DEADLINE_MS, action, v.pid, check=0).results[0]
+            assert r["ok"] and r["state"] == after, (at, r)
+            tell(v, "release")
+            assert expect_resumed(out, after) == seq
+            v.assert_alive()
+            assert thread_problems(v.pid) == []
 
 
 def holder_tid(pid):

@@ -17,7 +17,7 @@ import pytest
 from btg.daemon import guard_ok, one, unguard_ok
 from btg.paths import REPO
 from btg.procfs import read_mem, wait_threads_running
-from btg.sites import ENDBR64, STUB, assert_original, assert_stub, sites_of
+from btg.sites import ENDBR64, SITE_LEN, STUB, assert_original, assert_stub, sites_of
 from btg.victims import start, victim_path, wait_behaviour
 
 NTHREADS = 4
@@ -25,7 +25,7 @@ REPO_VICTIMS_SRC = REPO / "tests" / "victims"
 
 
 def originals(pid, sites):
-    return {obj: read_mem(pid, addr, 16) for obj, addr in sites.items()}
+    return {obj: read_mem(pid, addr, SITE_LEN) for obj, addr in sites.items()}
 
 
 def full_cycle(daemon, v, nsites):
@@ -140,12 +140,12 @@ def test_ibt_stub_after_endbr64(daemon, victim):
               env={"LD_PRELOAD": str(lib)}, report=True, nthreads=NTHREADS)
     res = one(daemon.ctl("status", v.pid, check=0), v.pid, "status")
     [ibt_addr] = [a for o, a in sites_of(res).items() if o == str(lib)]
-    original = read_mem(v.pid, ibt_addr, 16)
+    original = read_mem(v.pid, ibt_addr, SITE_LEN)
     assert original.startswith(ENDBR64), original.hex()
 
     full_cycle(daemon, v, nsites=2)
     guard_ok(daemon, v.pid, nsites=2)
-    patched = read_mem(v.pid, ibt_addr, 16)
+    patched = read_mem(v.pid, ibt_addr, SITE_LEN)
     assert patched[:7] == ENDBR64 + STUB == bytes.fromhex("f30f1efa31c0c3"), patched.hex()
     assert patched[7:] == original[7:], (original.hex(), patched.hex())
     # Through the preloaded definition, the program gets 0 frames.

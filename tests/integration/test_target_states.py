@@ -22,7 +22,7 @@ import pytest
 from btg.daemon import guard_ok, one, unguard_ok
 from btg.paths import CPU_CGROUP_V1
 from btg.procfs import read_mem, task_states, wait_for, wait_threads_running
-from btg.sites import assert_original, assert_stub, expected_site
+from btg.sites import SITE_LEN, assert_original, assert_stub, expected_site
 from btg.victims import (read_report, start, vforker_in_d_state, victim_path, wait_behaviour,
                          wait_report)
 from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_NAMES, PROC_GUARDED, PROC_UNGUARDED,
@@ -77,7 +77,7 @@ def while_stopped(daemon, v, action, addr, before):
             assert_still_job_stopped(v, frozen)
             return attempt
         assert res["error"] == "busy" and "inside the bytes" in res["message"], res
-        assert res["wrote"] is False and read_mem(v.pid, addr, 16) == before, res
+        assert res["wrote"] is False and read_mem(v.pid, addr, SITE_LEN) == before, res
         assert_still_job_stopped(v, frozen)
         os.kill(v.pid, signal.SIGCONT)
         wait_threads_running(v.pid)
@@ -87,7 +87,7 @@ def while_stopped(daemon, v, action, addr, before):
 def test_job_control_stopped_stays_stopped(daemon, victim):
     v = bt_loop(victim)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
 
     busy = while_stopped(daemon, v, "guard", addr, original)
     assert_stub(v.pid, addr, original)
@@ -95,7 +95,7 @@ def test_job_control_stopped_stays_stopped(daemon, victim):
     wait_threads_running(v.pid)
     wait_behaviour(v, zero=True)
 
-    busy += while_stopped(daemon, v, "unguard", addr, read_mem(v.pid, addr, 16))
+    busy += while_stopped(daemon, v, "unguard", addr, read_mem(v.pid, addr, SITE_LEN))
     assert_original(v.pid, addr, original)
     os.kill(v.pid, signal.SIGCONT)
     wait_threads_running(v.pid)
@@ -119,7 +119,7 @@ def test_already_traced_by_strace(daemon, victim):
         pytest.skip("strace not installed (tests/install-deps should list it)")
     v = bt_loop(victim, 2)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     log = victim.dir / "strace.out"
     # bt_loop's reporter renames its report every 50 ms: a steady trickle.
     tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=rename", "-o", str(log),
@@ -273,7 +273,7 @@ def test_thread_storm(daemon, victim):
     """A new thread every millisecond, each calling backtrace() once."""
     v = start(victim, [victim_path("churn"), "storm"], "churn-storm", report=True)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     first = wait_storm(v.report, lambda c: c["created"] > 100, "the storm to start")
     assert first["nonzero"] > 0 and first["zero"] == 0, first
 
@@ -306,7 +306,7 @@ def test_thread_storm(daemon, victim):
 def test_uninterruptible_thread_is_busy(daemon, victim):
     v, stuck, gate = vforker_in_d_state(victim)
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
     before = read_report(v.report)
 
     t0 = time.monotonic()
@@ -444,7 +444,7 @@ def test_thousand_threads(daemon, victim):
     v = start(victim, [victim_path("idle"), 1000], "idle-1000")
     assert len(os.listdir(f"/proc/{v.pid}/task")) == 1001
     addr = expected_site(v.pid)
-    original = read_mem(v.pid, addr, 16)
+    original = read_mem(v.pid, addr, SITE_LEN)
 
     res = guard_ok(daemon, v.pid, nsites=1)
     print(f"1000 threads: guard pause_us={res['pause_us']} check_us={res['check_us']}")

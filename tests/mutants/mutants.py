@@ -13,8 +13,8 @@ not compile proves nothing.
 MUTANTS = [
     # -- bugs the suite did not catch before --
     ("read-back after the write skipped", "daemon/engine/patch.c",
-     [("\t\tr = ptrace_peek_word(tid, site_word_addr(s, k), &got);",
-       "\t\tgot = site_word(s, k, guarded);")],
+     [("\t\tr = ptrace_peek_word(tid, s->addr + at, &w);",
+       "\t\tmemcpy(&w, want + at, sizeof(w));")],
      ["test_ptrace_faults.py::test_read_back_that_differs_restores_the_word"]),
     ("undo of written words skipped when a later write fails", "daemon/engine/patch.c",
      [("\t\tif (!wrote)\n\t\t\tcontinue;\n\t\tu = write_site",
@@ -142,6 +142,10 @@ MUTANTS = [
     ("no re-plan around a breakpoint inside the change", "daemon/engine/sites.c",
      [("\t\t\ts->held = plans[i];\n\t\t\treturn;\n", "\t\t\treturn;\n")],
      ["test_uprobes.py::test_a_uprobe_near_the_guard_before_it"]),
+    ("the guard no longer inside the canary load (a uprobe placed later on the prologue tears it)",
+     "daemon/engine/stub.c",
+     [("\tif (n) {\n\t\tret->offset = at;", "\tif (n && 0) {\n\t\tret->offset = at;")],
+     ["test_uprobes.py::test_the_guard_lies_inside_one_instruction"]),
     ("the stub put over the first instruction again (a uprobe there tears it)", "daemon/engine/stub.c",
      [("\tif (!pad)\n\t\tundo_len = arch_entry_undo", "\tif (!pad && 0)\n\t\tundo_len = arch_entry_undo")],
      ["test_uprobes.py::test_a_uprobe_comes_and_goes_on_a_guarded_process"]),

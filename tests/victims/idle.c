@@ -46,21 +46,27 @@ static void on_usr1(int sig)
 	usr1 = 1;
 }
 
-/* The words a return address into the guarded bytes would be, whatever their offset. */
+/*
+ * The words a return address into the guarded bytes would be, whatever
+ * their offset: every byte of the first 32 (the daemon's SITE_CTX_LEN)
+ * but the entry.
+ */
+#define HELD_WORDS 31
+
 static void *holder(void *arg)
 {
-	volatile uintptr_t words[8];
+	volatile uintptr_t words[HELD_WORDS];
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "word-holder");
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < HELD_WORDS; i++)
 		words[i] = (uintptr_t)&backtrace + 1 + (uintptr_t)i;
 	atomic_fetch_add(&started, 1);
 	while (!usr1)
 		usleep(10000);
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < HELD_WORDS; i++)
 		words[i] = 0;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < HELD_WORDS; i++)
 		if (words[i])
 			abort();   /* (a read, so the compiler keeps the words) */
 	for (;;)

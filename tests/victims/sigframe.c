@@ -8,20 +8,18 @@
  * Usage: sigframe [--altstack] [--nested] [--zero-rbp]
  *
  * Commands on stdin, one per line:
- *   park     the worker thread takes a signal; its frame says it was
- *            interrupted strictly inside the bytes the guard changes: the
- *            stub follows the function's first instruction ("push %rbp" or
- *            "push %r15"), so the saved PC is after the *second* one (the
- *            original's "mov %rsp,%rbp" or "push %r14", or the guarded
- *            form's "pop"; an older btguard's stub at the entry: after its
- *            "xor %eax,%eax"), and the handler parks;
- *            prints "parked N" once there
- *   park-first  the same, but interrupted right after the first
- *            instruction, which the stub keeps: the PC is at the first byte
- *            of the change, where a thread runs the new bytes cleanly
+ *   park N   the worker thread takes a signal; its frame says it was
+ *            interrupted N bytes into backtrace(), in whichever bytes it
+ *            holds then (the original, or a guard's): the instructions
+ *            before N are run on the frame's registers and stack, one by
+ *            one (step() knows glibc's prologue and btguard's stubs), and
+ *            the handler parks; prints "parked SEQ" once there.  The test
+ *            picks N: strictly inside the bytes a write would change (it
+ *            must be refused), or at their first byte or past them (the
+ *            thread runs whatever it finds there cleanly)
  *   release  the handler returns: the thread resumes at the saved PC,
- *            finishes the call, and prints "resumed N FRAMES" with what a
- *            fresh backtrace() returns
+ *            finishes the call, and prints "resumed SEQ FRAMES" with what
+ *            a fresh backtrace() returns
  *
  * The parking handler is written in assembly without unwind tables (CFI),
  * so a stack walk from it cannot find its way to the signal frame:
@@ -53,13 +51,10 @@
 #include <unistd.h>
 
 static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
-static const uint8_t stub[3] = { 0x31, 0xc0, 0xc3 };  /* xor %eax,%eax; ret */
-static const uint8_t push_r15[2] = { 0x41, 0x57 };
-static const uint8_t push_rbp[1] = { 0x55 };
 
 static bool opt_altstack, opt_nested, opt_zero_rbp;
 static atomic_int park_seq, release_seq;
-static atomic_bool park_after_first;      /* park-first: the PC right after the first instruction */
+static atomic_int park_at;                /* bytes into backtrace() the frame says */
 static sigjmp_buf back_to_loop;
 static _Alignas(16) uint8_t fake_stack[1 << 16];
 static pid_t worker_tid;
@@ -119,64 +114,132 @@ static void say(const char *fmt, int a, int b)
 		_exit(3);
 }
 
-static const uint8_t *site(void)
+static const uint8_t *entry(void)
 {
-	const uint8_t *f = (const uint8_t *)(uintptr_t)&backtrace;
+	return (const uint8_t *)(uintptr_t)&backtrace;
+}
 
-	return memcmp(f, endbr64, sizeof(endbr64)) ? f : f + sizeof(endbr64);
+static uint64_t canary(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%fs:0x28, %0" : "=r"(v));
+	return v;
+}
+
+/* The register of a ModRM reg or rm field (3 bits) with its REX bit. */
+static greg_t *reg_of(greg_t *g, unsigned r)
+{
+	static const int map[16] = { REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP,
+				     REG_RSI, REG_RDI, REG_R8, REG_R9, REG_R10, REG_R11,
+				     REG_R12, REG_R13, REG_R14, REG_R15 };
+	return &g[map[r & 15]];
+}
+
+static void unsupported(const uint8_t *p)
+{
+	say("unsupported backtrace() prologue at +%d (0x%02x)\n", (int)(p - entry()), p[0]);
+	_exit(4);
 }
 
 /*
- * Makes uc say the thread was interrupted after the first instruction of
- * the site, in whichever bytes the site holds now, on fake_stack, in a
- * call that will return to landing.
+ * Runs one instruction of the prologue or of a stub at p on the context g
+ * (its stack the fake one): its length.  Just what glibc's backtrace()
+ * begins with and what btguard writes there.
+ */
+static size_t step(greg_t *g, const uint8_t *p)
+{
+	size_t pre = 0, rex = 0;
+	uint64_t *sp;
+
+	if (!memcmp(p, endbr64, sizeof(endbr64)))
+		return sizeof(endbr64);
+	if (p[0] == 0x64 || p[0] == 0x65)
+		pre = 1;                                /* a segment prefix */
+	if ((p[pre] & 0xf0) == 0x40)
+		rex = p[pre++];
+	sp = (uint64_t *)(uintptr_t)g[REG_RSP];
+	switch (p[pre]) {
+	case 0x50 ... 0x57:                             /* push */
+		sp[-1] = (uint64_t)*reg_of(g, (p[pre] & 7) | (rex & 1 ? 8 : 0));
+		g[REG_RSP] -= 8;
+		return pre + 1;
+	case 0x58 ... 0x5f:                             /* pop */
+		*reg_of(g, (p[pre] & 7) | (rex & 1 ? 8 : 0)) = (greg_t)sp[0];
+		g[REG_RSP] += 8;
+		return pre + 1;
+	case 0x89:                                      /* mov %reg,%reg */
+		if ((p[pre + 1] & 0xc0) != 0xc0)
+			unsupported(p);
+		{
+			uint64_t v = (uint64_t)*reg_of(g, (p[pre + 1] >> 3 & 7) | (rex & 4 ? 8 : 0));
+
+			*reg_of(g, (p[pre + 1] & 7) | (rex & 1 ? 8 : 0)) =
+				(greg_t)(rex & 8 ? v : (uint32_t)v);
+		}
+		return pre + 2;
+	case 0x83:                                      /* sub/add $imm8,%rsp */
+		if (p[pre + 1] == 0xec)
+			g[REG_RSP] -= p[pre + 2];
+		else if (p[pre + 1] == 0xc4)
+			g[REG_RSP] += p[pre + 2];
+		else
+			unsupported(p);
+		return pre + 3;
+	case 0x31:                                      /* xor %eax,%eax */
+		if (p[pre + 1] != 0xc0)
+			unsupported(p);
+		g[REG_RAX] = 0;
+		return pre + 2;
+	case 0x8b:
+		if (pre && (p[pre + 1] & 0xc7) == 0x04 && p[pre + 2] == 0x25) {
+			/* mov %fs:0x28,%reg: the stack protector's canary */
+			*reg_of(g, (p[pre + 1] >> 3 & 7) | (rex & 4 ? 8 : 0)) = (greg_t)canary();
+			return pre + 7;
+		}
+		if ((p[pre + 1] & 0xc7) == 0x45) {              /* mov disp8(%rbp),%reg */
+			int8_t d = (int8_t)p[pre + 2];
+
+			*reg_of(g, (p[pre + 1] >> 3 & 7) | (rex & 4 ? 8 : 0)) =
+				(greg_t)*(uint64_t *)(uintptr_t)(g[REG_RBP] + d);
+			return pre + 3;
+		}
+		unsupported(p);
+		break;
+	case 0xc9:                                      /* leave */
+		g[REG_RSP] = g[REG_RBP];
+		sp = (uint64_t *)(uintptr_t)g[REG_RSP];
+		g[REG_RBP] = (greg_t)sp[0];
+		g[REG_RSP] += 8;
+		return pre + 1;
+	}
+	unsupported(p);
+	return 0;
+}
+
+/*
+ * Makes uc say the thread was interrupted park_at bytes into backtrace(),
+ * in whichever bytes it holds now, in a call from landing on fake_stack:
+ * the instructions before run here, one by one.  park_at must be an
+ * instruction boundary of those bytes (the test works it out).
  */
 void fake_interrupt(void *ucv)
 {
 	ucontext_t *uc = ucv;
 	greg_t *g = uc->uc_mcontext.gregs;
-	const uint8_t *s = site();
+	const uint8_t *s = entry();
 	uintptr_t base = ((uintptr_t)fake_stack + sizeof(fake_stack) - 256) & ~(uintptr_t)15;
-	size_t done;
+	size_t done = 0, at = (size_t)atomic_load(&park_at);
 
-	/* The call's return address. */
+	/* The call's return address; backtrace(buf, 0) returns without unwinding. */
 	*(uintptr_t *)(base - 8) = (uintptr_t)landing;
 	g[REG_RSP] = (greg_t)(base - 8);
-	if (!memcmp(s, stub, sizeof(stub))) {
-		/* After "xor %eax,%eax": the next instruction is the stub's ret. */
-		g[REG_RAX] = 0;
-		done = 2;
-	} else if (!memcmp(s, push_rbp, sizeof(push_rbp)) || !memcmp(s, push_r15, sizeof(push_r15))) {
-		bool rbp = s[0] == push_rbp[0];
-		size_t first = rbp ? 1 : 2;
-		const uint8_t *next = s + first;
-
-		/* The first push: the register it saved below the return address. */
-		*(uintptr_t *)(base - 16) = (uintptr_t)g[rbp ? REG_RBP : REG_R15];
-		g[REG_RSP] = (greg_t)(base - 16);
-		g[REG_RDI] = (greg_t)(uintptr_t)fake_stack;
-		g[REG_RSI] = 0;  /* backtrace(buf, 0): returns without unwinding */
-		if (atomic_load(&park_after_first)) {
-			done = first;
-		} else if (rbp ? next[0] == 0x5d : next[0] == 0x41 && next[1] == 0x5f) {
-			/* Guarded: its pop ran too; the stub's xor is next. */
-			g[REG_RSP] = (greg_t)(base - 8);
-			done = first + (rbp ? 1 : 2);
-		} else if (next[0] == 0x48 && next[1] == 0x89 && next[2] == 0xe5) {
-			/* mov %rsp,%rbp */
-			g[REG_RBP] = g[REG_RSP];
-			done = first + 3;
-		} else if (next[0] == 0x41 && (next[1] & 0xf8) == 0x50) {
-			/* push %r8-%r15 */
-			*(uintptr_t *)(base - 24) = (uintptr_t)g[REG_R8 + (next[1] & 7)];
-			g[REG_RSP] = (greg_t)(base - 24);
-			done = first + 2;
-		} else {
-			say("unsupported backtrace() prologue\n", 0, 0);
-			_exit(4);
-		}
-	} else {
-		say("unsupported backtrace() prologue\n", 0, 0);
+	g[REG_RDI] = (greg_t)(uintptr_t)fake_stack;
+	g[REG_RSI] = 0;
+	while (done < at)
+		done += step(g, s + done);
+	if (done != at) {
+		say("+%d is not an instruction boundary (+%d)\n", (int)at, (int)done);
 		_exit(4);
 	}
 	g[REG_RIP] = (greg_t)(uintptr_t)(s + done);
@@ -283,8 +346,10 @@ int main(int argc, char **argv)
 	if (pthread_create(&t, NULL, worker, NULL) != 0)
 		return 2;
 	while (fgets(line, sizeof(line), stdin)) {
-		if (!strcmp(line, "park\n") || !strcmp(line, "park-first\n")) {
-			atomic_store(&park_after_first, line[4] == '-');
+		int at;
+
+		if (sscanf(line, "park %d", &at) == 1 && at >= 0 && at < 64) {
+			atomic_store(&park_at, at);
 			atomic_fetch_add(&park_seq, 1);
 			sem_post(park_sem);
 		} else if (!strcmp(line, "release\n")) {
