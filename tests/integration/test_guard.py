@@ -254,8 +254,8 @@ def test_state_foreign_is_never_written(daemon, victim):
     res = one_result(daemon.ctl("status", v.pid, check=0), v.pid, "status")
     site = int(libc_site(res)["address"], 16)
     original = read_mem(v.pid, site, SITE_LEN)
-    off = stub_offset(original)
-    # Somebody else's patch: one byte of the stub range, neither original,
+    off = next(i for i, (a, b) in enumerate(zip(original, guarded_form(original))) if a != b)
+    # Somebody else's patch: the first byte the guard changes, neither original,
     # ours, nor a breakpoint (int3 there is a uprobe's or a debugger's, which
     # guard plans around or rewrites: test_uprobes.py).  The idle victim
     # never calls backtrace() again, so poking a running process is safe.
