@@ -33,7 +33,7 @@
  * loader's.  A definition is seen at the first system call-stop after its
  * mapping became executable, so no instruction of it - or of anything it
  * could call - has run yet: nothing can be inside the bytes or return
- * into them.  The write itself is patch.c's, one word (or one pwrite),
+ * into them.  The write itself is sitewrite.c's, one word (or one pwrite),
  * read back, undone on a mismatch.
  *
  * Why nothing is left behind if the daemon dies at any moment: no byte of
@@ -67,6 +67,7 @@
 #include "procfs.h"
 #include "ptrace.h"
 #include "sites.h"
+#include "sitewrite.h"
 #include "timeutil.h"
 
 #define EXEC_STEP_MS       2u     /* one step's work, at most (as ACTION_STEP_US) */
@@ -204,7 +205,7 @@ static int guard_mapped(struct exec_job *j)
 				      !mapped_by_exec(j, j->sites.v[i].object));
 	}
 	/* One task, stopped at a system call, nothing of these bytes run: see the top. */
-	r = patch_write_sites(j->pid, j->pid, &j->sites, true, res->message, sizeof(res->message));
+	r = sitewrite_all(j->pid, j->pid, &j->sites, true, res->message, sizeof(res->message));
 	if (r < 0)
 		return r;   /* this round's words are restored; an earlier round's stay */
 	j->wrote = j->wrote || planned;

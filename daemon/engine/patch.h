@@ -69,21 +69,8 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
 /* Answers without another attempt (err, why), with the sites as they are now. */
 int patch_cancel(struct patch_job *j, int err, const char *why);
 
-/*
- * Step 4g alone, for a caller that holds every task of pid stopped and has
- * checked that none can be inside the bytes (exec.c: at a system call of
- * a new program, before any of its code ran): writes each site that guard
- * (or unguard) changes with one write through tid (a ptrace word, or
- * aarch64's 12 bytes in one pwrite), reads it back, and on any failure
- * restores every site written.  0, or -BTG_ERR_VERIFY,
- * -BTG_ERR_GONE, -BTG_ERR_INTERNAL (an undo failed), ... with why filled.
- * The sites' states say what was written.
- */
-struct site_list;
-int patch_write_sites(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
-		      size_t why_len);
-
 /* res's sites and process state from sites (at most PROTO_MAX_SITES). */
+struct site_list;
 void patch_fill_sites(struct proto_result *res, const struct site_list *sites);
 
 /* Frees j (NULL is fine). */

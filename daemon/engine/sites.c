@@ -475,6 +475,13 @@ int sites_proc_state(const struct site_list *list)
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }
 
+bool site_wants_write(bool guard, const struct site *s)
+{
+	if (s->state == PROTO_SITE_TORN)
+		return true;
+	return guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+}
+
 /* [*lo, *hi): the bytes of [from, to) where a and b differ; *lo == *hi when none do. */
 static void differing(const uint8_t *a, const uint8_t *b, size_t from, size_t to, size_t *lo,
 		      size_t *hi)

@@ -42,6 +42,18 @@ int sites_read(pid_t pid, struct site_list *list);
 int sites_proc_state(const struct site_list *list);
 
 /*
+ * True when guarding (or unguarding) changes this site: original to
+ * guarded, or back.  A torn site is rewritten whole either way: torn, a
+ * call may crash (a uprobe inside the change) or run unguarded (one on the
+ * kept byte), and every unit of it is ours, the file's or a breakpoint
+ * (stub_classify), so nobody else's bytes are written over; a breakpoint
+ * there is a uprobe that then no longer fires in this process
+ * (SECURITY.md).  So is an original site with a breakpoint inside the
+ * change, which guard writes over likewise.
+ */
+bool site_wants_write(bool guard, const struct site *s);
+
+/*
  * What a write of s to its guarded (or original) form changes, worked out
  * from what s->mem holds now (read with the world stopped): want[] the
  * bytes from the entry as they must read afterwards, and the ranges of

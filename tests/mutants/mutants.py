@@ -12,11 +12,11 @@ not compile proves nothing.
 
 MUTANTS = [
     # -- bugs the suite did not catch before --
-    ("read-back after the write skipped", "daemon/engine/patch.c",
+    ("read-back after the write skipped", "daemon/engine/sitewrite.c",
      [("\t\tr = ptrace_peek_word(tid, s->addr + at, &w);",
        "\t\tmemcpy(&w, want + at, sizeof(w));")],
      ["test_ptrace_faults.py::test_read_back_that_differs_restores_the_word"]),
-    ("undo of written words skipped when a later write fails", "daemon/engine/patch.c",
+    ("undo of written words skipped when a later write fails", "daemon/engine/sitewrite.c",
      [("\t\tif (!wrote)\n\t\t\tcontinue;\n\t\tu = write_site",
        "\t\tif (wrote || !wrote)\n\t\t\tcontinue;\n\t\tu = write_site")],
      ["test_ptrace_faults.py::test_second_site_failing_leaves_both_original"]),
@@ -152,7 +152,7 @@ MUTANTS = [
     ("a breakpoint on the entry taken for foreign bytes", "daemon/engine/stub.c",
      [("\t\t\tmemcpy(seen + u, orig + u, ARCH_BREAKPOINT_LEN);\n", "")],
      ["test_uprobes.py::test_guard_and_unguard_with_a_uprobe_attached"]),
-    ("the stub written one byte off", "daemon/engine/patch.c",
+    ("the stub written one byte off", "daemon/engine/sitewrite.c",
      [("\t\tr = ptrace_poke_word(tid, s->addr + at, w);",
        "\t\tr = ptrace_poke_word(tid, s->addr + at + 1, w);")],
      ["test_guard.py::test_guard_then_unguard_is_observable"]),
