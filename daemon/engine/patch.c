@@ -57,7 +57,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +67,7 @@
 #include "fault.h"
 #include "log.h"
 #include "patch.h"
+#include "pin.h"
 #include "procfs.h"
 #include "ptrace.h"
 #include "sites.h"
@@ -157,14 +157,7 @@ static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t wh
 static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t why_len)
 {
 	struct procfs_stat st;
-
-	/*
-	 * A pidfd polls readable once its process has exited.  (Signal 0 via
-	 * pidfd_send_signal would say the same, but is permission-checked like
-	 * kill() and so needs CAP_KILL for other users' processes.)
-	 */
-	struct pollfd p = { .fd = pin->pidfd, .events = POLLIN };
-	bool exited = poll(&p, 1, 0) != 0;
+	bool exited = pin_exited(pin->pidfd);
 	int r;
 
 	/*

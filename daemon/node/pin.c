@@ -220,21 +220,29 @@ void pin_close(int *fd)
 	pins_held--;
 }
 
-enum pin_state pin_state(int fd)
+bool pin_exited(int fd)
 {
 	/*
 	 * A pidfd polls readable once its process has exited.  (Signal 0 via
 	 * pidfd_send_signal would say the same, but is permission-checked like
-	 * kill() and so needs CAP_KILL for other users' processes.)  Its fdinfo
-	 * then tells a zombie, which still holds the PID, from a reaped
-	 * process: "Pid: -1" once the PID is released.
+	 * kill() and so needs CAP_KILL for other users' processes.)
 	 */
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return fd >= 0 && poll(&p, 1, 0) != 0;
+}
+
+enum pin_state pin_state(int fd)
+{
+	/*
+	 * An exited process's fdinfo tells a zombie, which still holds the
+	 * PID, from a reaped process: "Pid: -1" once the PID is released.
+	 */
 	char path[64], *buf = NULL, *line;
 	size_t len;
 	long nr = -1;
 
-	if (poll(&p, 1, 0) == 0)
+	if (!pin_exited(fd))
 		return PIN_ALIVE;
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	if (procfs_read_file(path, 4096, &buf, &len) < 0)

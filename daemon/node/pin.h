@@ -39,6 +39,12 @@ int pin_open(pid_t pid, int *ret_fd);
 /* Drops this target's hold on *fd (when >= 0); *fd becomes -1.  The last holder closes it. */
 void pin_close(int *fd);
 
+/*
+ * Whether the process of pidfd fd has exited: one poll, nothing read
+ * (patch.c asks inside the pause).  False for fd < 0.
+ */
+bool pin_exited(int fd);
+
 /* What became of the pinned process.  Never blocks. */
 enum pin_state pin_state(int fd);
 
