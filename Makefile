@@ -192,7 +192,7 @@ check: check-deps
 	$(call PYTEST,$(BUILD),$(PYTEST_SUITES))
 	# The sanitizers find nothing more in a round's 20th repetition than in
 	# its 3rd: the plain run above keeps the full counts.
-	BTGUARD_UPROBE_INSIDE_CYCLES=3 BTGUARD_UPROBE_CYCLES=8 $(call PYTEST,$(BUILD)/asan,$(PYTEST_SUITES))
+	BTGUARD_UPROBE_INSIDE_CYCLES=3 BTGUARD_UPROBE_CYCLES=8 BTGUARD_CYCLES=300 $(call PYTEST,$(BUILD)/asan,$(PYTEST_SUITES))
 	$(MAKE) check-mutants
 	$(MAKE) check-metrics
 	$(MAKE) check-install

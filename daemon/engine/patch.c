@@ -51,7 +51,7 @@
  * be executing, or return into, bytes that could not be run before.
  *
  * The stop wait of one attempt (4c) is bounded by PATCH_STOP_WAIT_MS as
- * well as by the deadline (patch.h says why), so a thread slow to stop
+ * well as by the deadline (attempt.h says why), so a thread slow to stop
  * holds the loop for one bounded attempt, not for the whole deadline.
  */
 #include <dirent.h>
@@ -63,6 +63,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "activeness.h"
+#include "attempt.h"
 #include "auth.h"
 #include "fault.h"
 #include "log.h"
@@ -71,6 +73,7 @@
 #include "procfs.h"
 #include "ptrace.h"
 #include "sites.h"
+#include "sharers.h"
 #include "sitewrite.h"
 #include "stackcheck.h"
 #include "timeutil.h"
@@ -80,30 +83,7 @@
 /* Between attempts on a busy target: doubling from 1 ms to 20 ms. */
 #define BACKOFF_FIRST_MS 1u
 #define BACKOFF_MAX_MS   20u
-/* What the scan worker gets past the deadline, once the world has stopped (collect_checks). */
-#define COLLECT_GRACE_MS 10u
 
-struct attempt {
-	pid_t pid;
-	pid_t via;                        /* a live task of pid: reads go through it */
-	const struct patch_pin *pin;
-	const struct auth_caller *caller;
-	struct vmshare vs;                /* processes sharing the memory, this attempt */
-	bool guard;                       /* writing the stub (else the original) */
-	struct site_list *sites;
-	struct procfs_mapping *maps;      /* as of the last attempt */
-	size_t nmaps;
-	struct stackcheck *sc;
-	const struct timespec *deadline;  /* the request's */
-	struct timespec stop_by;          /* this attempt's stop wait ends here */
-	uint64_t pause_us, check_us;
-	/* This attempt's bytes to change, for every thread's check. */
-	struct stackcheck_span spans[PROTO_MAX_SITES];
-	size_t nspans;
-	size_t checked_early;             /* threads checked while others were stopping */
-	char *why;
-	size_t why_len;
-};
 
 void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 {
@@ -121,37 +101,6 @@ void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 			 sites->v[i].deleted ? " (deleted)" : "");
 	}
 	res->state = (uint8_t)sites_proc_state(sites);
-}
-
-static bool needs_write(const struct attempt *a, const struct site *s)
-{
-	return site_wants_write(a->guard, s);
-}
-
-/* -BTG_ERR_BUSY naming the first thread of pid found in uninterruptible sleep. */
-static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t why_len)
-{
-	pid_t *tids = NULL;
-	size_t n = 0;
-	int r = procfs_list_tasks(pid, &tids, &n);
-
-	if (r < 0 && sharer && procfs_gone(r))
-		return 0;  /* a sharer that exited holds nothing up */
-	if (r < 0)
-		return procfs_gone(r) ? -BTG_ERR_GONE : r;
-	for (size_t i = 0; i < n && r == 0; i++) {
-		struct procfs_stat st;
-
-		/* (One that exited meanwhile reads as an error, and is no trouble.) */
-		if (procfs_read_task_stat(pid, tids[i], &st) == 0 && st.state == 'D') {
-			snprintf(why, why_len,
-				 "thread %d is in uninterruptible sleep (D state) and could not be stopped safely",
-				 tids[i]);
-			r = -BTG_ERR_BUSY;
-		}
-	}
-	free(tids);
-	return r;
 }
 
 static int check_pin(pid_t pid, const struct patch_pin *pin, char *why, size_t why_len)
@@ -195,233 +144,6 @@ static pid_t first_stopped(const struct ptrace_world *w)
 	return 0;
 }
 
-/* The bytes this attempt changes: what no thread may be in, or return into. */
-static void plan_spans(struct attempt *a)
-{
-	a->nspans = 0;
-	for (size_t i = 0; i < a->sites->n && a->nspans < PROTO_MAX_SITES; i++) {
-		const struct site *s = &a->sites->v[i];
-
-		if (!needs_write(a, s))
-			continue;
-		a->spans[a->nspans].lo = site_change_lo(s);
-		a->spans[a->nspans].hi = site_change_lo(s) + s->held.len;
-		a->nspans++;
-	}
-	a->check_us = 0;
-	a->checked_early = 0;
-}
-
-/*
- * A check's verdict r, in a->why: -BTG_ERR_BUSY for anything but 0 and
- * -ENOMEM, and -BTG_ERR_STOP for scans the deadline cut short, which say
- * no more than a stop cut short (patch_step() then answers with the check
- * that refused the attempt before).
- */
-static int explain_check(struct attempt *a, int r, const struct stackcheck_hit *hit)
-{
-	if (r == -ETIMEDOUT && !hit->tid) {
-		snprintf(a->why, a->why_len, "the stack scans of process %d did not finish in time", a->pid);
-		return -BTG_ERR_STOP;
-	}
-	if (r == -BTG_ERR_BUSY)
-		snprintf(a->why, a->why_len,
-			 "thread %d %s 0x%" PRIx64 ", inside the bytes to change",
-			 hit->tid, hit->by_scan ? "has on its stack (a return address or a signal frame's PC)" :
-			 hit->frame == 0 ? "is executing at" : "will return to", hit->pc);
-	else if (r < 0)
-		snprintf(a->why, a->why_len, "could not check the stack of thread %d: %s",
-			 hit->tid, strerror(-r));
-	return r < 0 && r != -ENOMEM ? -BTG_ERR_BUSY : r;
-}
-
-/*
- * Step 4f for one stopped thread.  A stack we could not read is treated
- * like a busy one: retry.
- */
-static int check_thread(struct attempt *a, const struct ptrace_task *t)
-{
-	struct stackcheck_hit hit;
-	struct timespec t0, t1;
-	int r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = stackcheck_thread(a->sc, t->tid, &t->regs, a->spans, a->nspans, &hit);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	a->check_us += timespec_diff_us(&t0, &t1);
-	return explain_check(a, r, &hit);
-}
-
-/* The scans check_thread() handed to the worker, finished and judged. */
-static int collect_checks(struct attempt *a)
-{
-	struct stackcheck_hit hit;
-	struct timespec t0, t1, by, least;
-	int r;
-
-	/*
-	 * As long as a stop may take, within the deadline; but the world has
-	 * stopped already, and an attempt the deadline started at (the last)
-	 * gets a moment past it rather than being thrown away for microseconds.
-	 */
-	timespec_after_ms(&by, PATCH_STOP_WAIT_MS);
-	if (timespec_diff_ns(&by, a->deadline) < 0)
-		by = *a->deadline;
-	timespec_after_ms(&least, COLLECT_GRACE_MS);
-	if (timespec_diff_ns(&by, &least) > 0)
-		by = least;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = stackcheck_collect(a->sc, &by, &hit);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	a->check_us += timespec_diff_us(&t0, &t1);
-	return explain_check(a, r, &hit);
-}
-
-/*
- * ptworld.c's on_stop hook: a thread is checked the moment it stops, while
- * the others are still stopping.  That is as good as checking it once all
- * are stopped: it stays stopped until the world is resumed, so its
- * registers cannot change, and its stack is changed only by itself (a
- * return address or a signal frame is written by the thread that owns it
- * or by the kernel for it; coroutine libraries switch stacks only on the
- * thread they belong to).  A hit ends the stop at once.
- */
-static int check_on_stop(void *ctx, const struct ptrace_task *t)
-{
-	struct attempt *a = ctx;
-	int r = check_thread(a, t);
-
-	if (r == 0)
-		a->checked_early++;
-	return r;
-}
-
-/* Step 4f for the threads the hook did not see (their registers were read later), and what the worker scanned. */
-static int check_threads(struct attempt *a, const struct ptrace_world *w)
-{
-	size_t walked, scanned;
-	uint64_t scan_bytes;
-	int r = 0;
-
-	for (size_t i = 0; r == 0 && i < w->n; i++) {
-		const struct ptrace_task *t = &w->tasks[i];
-
-		if (t->state == PTRACE_TASK_STOPPED && !t->checked)
-			r = check_thread(a, t);
-	}
-	if (r == 0)
-		r = collect_checks(a);
-	stackcheck_stats(a->sc, &walked, &scanned, &scan_bytes);
-	log_msg(LOG_DEBUG, "process %d: %zu threads scanned (%" PRIu64 " stack bytes), %zu also walked, %zu of them as soon as they stopped; checks took %" PRIu64 " us",
-		a->pid, scanned, scan_bytes, walked, a->checked_early, a->check_us);
-	return r;
-}
-
-/*
- * The caller must be allowed to act on every process it would stop.  A
- * process it may not act on is not named to it: that would tell it about a
- * process it cannot see.
- */
-static int authorize_sharers(struct attempt *a, size_t from)
-{
-	for (size_t i = from; i < a->vs.n; i++) {
-		struct auth_target t;
-		char scratch[PROTO_MAX_MESSAGE + 1];
-		pid_t p = a->vs.sharers[i];
-		int r = auth_read_target(p, &t);
-
-		if (r == -BTG_ERR_NOPROC)
-			continue;  /* exited: nothing to hold */
-		if (r == 0)
-			r = auth_check(a->caller, &t, scratch, sizeof(scratch));
-		if (r < 0) {
-			if (a->caller->uid == 0)
-				snprintf(a->why, a->why_len,
-					 "process %d shares this address space and cannot be held with it: %s",
-					 p, scratch);
-			else
-				snprintf(a->why, a->why_len,
-					 "another process shares this address space, and you may not act on it");
-			return -BTG_ERR_SHARED;
-		}
-	}
-	return 0;
-}
-
-static int scan_sharers(struct attempt *a)
-{
-	int r;
-
-	vmshare_free(&a->vs);
-	r = vmshare_scan(&a->vs, a->via);
-	if (r < 0) {
-		snprintf(a->why, a->why_len,
-			 "cannot tell whether process %d shares this address space (kcmp: %s)",
-			 a->vs.failed_pid, strerror(-r));
-		return -BTG_ERR_SHARED;
-	}
-	if (a->vs.compared < vmshare_listed(&a->vs))
-		log_msg(LOG_DEBUG, "process %d: compared with %zu of %zu processes for sharers (the listing's index): %zu share its memory",
-			a->via, a->vs.compared, vmshare_listed(&a->vs), a->vs.n);
-	return authorize_sharers(a, 0);
-}
-
-/* Steps 4b-4c before the stop: no task of any group in uninterruptible sleep. */
-static int check_world_interruptible(struct attempt *a)
-{
-	int r = check_no_uninterruptible(a->pid, false, a->why, a->why_len);
-
-	for (size_t i = 0; r == 0 && i < a->vs.n; i++)
-		r = check_no_uninterruptible(a->vs.sharers[i], true, a->why, a->why_len);
-	return r;
-}
-
-/*
- * Step 4c once stopped: processes sharing the memory made since the scan
- * were made by tasks now stopped, or by sharers now stopped: list again
- * until none is new.  Then confirm every sharer held still shares it (its
- * PID was not recycled between the scan and the seize).  On failure the
- * world is resumed.
- */
-static int stop_late_sharers(struct attempt *a, struct ptrace_world *w)
-{
-	size_t added;
-	int r;
-
-	for (;;) {
-		r = vmshare_rescan(&a->vs, w->have_forks_at_rest, w->forks_at_rest, &added);
-		if (r < 0) {
-			snprintf(a->why, a->why_len, "cannot list the processes sharing process %d's memory: %s",
-				 a->pid, strerror(-r));
-			ptrace_resume_all(w);
-			return -BTG_ERR_SHARED;
-		}
-		if (added == 0)
-			break;
-		log_msg(LOG_DEBUG, "process %d: %zu process(es) sharing its memory found once it was stopped",
-			a->pid, added);
-		r = authorize_sharers(a, a->vs.n - added);
-		if (r < 0) {
-			ptrace_resume_all(w);
-			return r;
-		}
-		r = ptrace_stop_more(w, a->vs.sharers + a->vs.n - added, added, &a->stop_by, a->why,
-				     a->why_len);
-		if (r < 0)
-			return r;
-	}
-	for (size_t g = 1; g < w->ngroups; g++) {
-		/* -ESRCH: it exited, which is fine; 1: its PID names another process now. */
-		if (vmshare_same(a->via, w->groups[g]) == 1) {
-			snprintf(a->why, a->why_len, "process %d stopped sharing this address space during the operation",
-				 w->groups[g]);
-			ptrace_resume_all(w);
-			return -BTG_ERR_BUSY;
-		}
-	}
-	return 0;
-}
-
 /* One stop-check-write-resume attempt (steps 4c-4h). */
 static int attempt_once(struct attempt *a)
 {
@@ -431,11 +153,11 @@ static int attempt_once(struct attempt *a)
 
 	for (size_t i = 0; i < a->sites->n && i < PROTO_MAX_SITES; i++)
 		states[i] = a->sites->v[i].state;
-	struct ptrace_on_stop hook = { .fn = check_on_stop, .ctx = a };
+	struct ptrace_on_stop hook = { .fn = activeness_on_stop, .ctx = a };
 
 	stackcheck_reset(a->sc, a->maps, a->nmaps);
 	stackcheck_preload(a->sc);   /* step 4b: the unwind headers, outside the pause */
-	plan_spans(a);
+	activeness_plan(a);
 	/* Stacks may be scanned on the worker while the others stop (collected in 4f). */
 	stackcheck_defer_begin(a->sc, a->spans, a->nspans);
 	r = ptrace_stop_all(&w, a->pid, a->vs.sharers, a->vs.n, &a->stop_by, &hook, a->why,
@@ -444,7 +166,7 @@ static int attempt_once(struct attempt *a)
 		stackcheck_defer_end(a->sc);
 		return r;
 	}
-	r = stop_late_sharers(a, &w);
+	r = sharers_stop_late(a, &w);
 	if (r < 0) {
 		stackcheck_defer_end(a->sc);
 		a->pause_us = ptrace_world_pause_us(&w);
@@ -467,7 +189,7 @@ static int attempt_once(struct attempt *a)
 			goto out_resume;
 		}
 	}
-	r = check_threads(a, &w);
+	r = activeness_check_threads(a, &w);
 	if (r < 0)
 		goto out_resume;
 	r = sitewrite_all(a->pid, first_stopped(&w), a->sites, a->guard, a->why, a->why_len);
@@ -531,7 +253,7 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 				 s->object, s->addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		if (needs_write(a, s))
+		if (site_wants_write(a->guard, s))
 			todo++;
 	}
 	*ret_todo = todo;
@@ -630,9 +352,9 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	 */
 	r = check_pin(a->pid, a->pin, a->why, a->why_len);
 	if (r == 0)
-		r = scan_sharers(a);
+		r = sharers_scan(a);
 	if (r == 0)
-		r = check_world_interruptible(a);
+		r = sharers_interruptible(a);
 	if (r == 0) {
 		/* The stop wait ends at the bound or the deadline, whichever is first. */
 		timespec_after_ms(&a->stop_by, PATCH_STOP_WAIT_MS);

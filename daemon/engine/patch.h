@@ -31,17 +31,6 @@ struct patch_job;
 #define PATCH_AGAIN 1
 
 /*
- * One attempt's wait for every thread to stop (step 4c), at most: a thread
- * that is runnable stops the next time it is scheduled, which on a loaded
- * machine can take a few scheduler periods - the bench's 1,024 idle
- * threads stop in ~20 ms, 16 spinning threads on 2 CPUs in up to ~30 ms.
- * 250 ms is ten times that, and what every other client waits at most for
- * one attempt of a target slow to stop (plus a 50 ms grace, ptworld.c).
- * A shorter deadline still wins.
- */
-#define PATCH_STOP_WAIT_MS 250u
-
-/*
  * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
  * pid itself; processes sharing its memory are authorized at each
  * attempt): steps 1-3, before anything is stopped.  via is a live task of
