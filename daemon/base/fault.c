@@ -42,6 +42,7 @@ static unsigned long hold_ms;
 static bool parsed;
 static bool peek_flip;
 static bool no_kthread_line;
+static unsigned long kcmp_nth, kcmp_seen;
 
 static void parse(void)
 {
@@ -69,6 +70,8 @@ static void parse(void)
 			if (!strcmp(tok + n, "-hold-ms"))
 				holds[i].ms = strtoul(eq + 1, NULL, 10);
 		}
+		if (!strcmp(tok, "kcmp"))
+			kcmp_nth = strtoul(eq + 1, NULL, 10);
 		if (!strcmp(tok, "no-kthread-line"))
 			no_kthread_line = strtoul(eq + 1, NULL, 10) != 0;
 		for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
@@ -142,6 +145,16 @@ bool fault_no_kthread_line(void)
 	if (!parsed)
 		parse();
 	return no_kthread_line;
+}
+
+int fault_before_kcmp(void)
+{
+	if (!parsed)
+		parse();
+	if (!kcmp_nth || ++kcmp_seen != kcmp_nth)
+		return 0;
+	fprintf(stderr, "btguardd: fault: injecting kcmp #%lu\n", kcmp_seen);
+	return -EIO;
 }
 #else
 /* ISO C wants something in every translation unit. */

@@ -19,6 +19,8 @@
  *                  the daemon sleeps M ms before its Nth PTRACE_INTERRUPT: that
  *                  thread is seized and not yet told to stop, a window for it
  *                  to take a signal (a signal-delivery-stop)
+ *   kcmp=N         the Nth kcmp(KCMP_VM) (vmshare.c's comparison of two
+ *                  processes' memory) fails with EIO
  *   no-kthread-line=1
  *                  status files read as if the kernel wrote no "Kthread:"
  *                  line (older kernels do not write it): the kernel-thread
@@ -41,11 +43,14 @@ void fault_after_peek(uint64_t *word);
 void fault_hold_world(void);
 /* True when status files are to be read as if they had no "Kthread:" line. */
 bool fault_no_kthread_line(void);
+/* An injected -errno for this kcmp(), or 0. */
+int fault_before_kcmp(void);
 #else
 static inline int fault_before_ptrace(int request) { (void)request; return 0; }
 static inline void fault_after_peek(uint64_t *word) { (void)word; }
 static inline void fault_hold_world(void) { }
 static inline bool fault_no_kthread_line(void) { return false; }
+static inline int fault_before_kcmp(void) { return 0; }
 #endif
 
 #endif

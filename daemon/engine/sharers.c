@@ -77,9 +77,15 @@ int sharers_scan(struct attempt *a)
 	vmshare_free(&a->vs);
 	r = vmshare_scan(&a->vs, a->via);
 	if (r < 0) {
-		snprintf(a->why, a->why_len,
-			 "cannot tell whether process %d shares this address space (kcmp: %s)",
-			 a->vs.failed_pid, strerror(-r));
+		/* The process it failed on is named to root alone, as a sharer is. */
+		if (a->caller->uid == 0)
+			snprintf(a->why, a->why_len,
+				 "cannot tell whether process %d shares this address space (kcmp: %s)",
+				 a->vs.failed_pid, strerror(-r));
+		else
+			snprintf(a->why, a->why_len,
+				 "cannot tell whether another process shares this address space (kcmp: %s)",
+				 strerror(-r));
 		return -BTG_ERR_SHARED;
 	}
 	if (a->vs.compared < vmshare_listed(&a->vs))

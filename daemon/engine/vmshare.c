@@ -48,6 +48,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "log.h"
 #include "pidalloc.h"
 #include "procfs.h"
@@ -161,7 +162,11 @@ void vmshare_forget_listing(void)
 
 int vmshare_same(pid_t a, pid_t b)
 {
-	long r = syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+	long r = fault_before_kcmp();
+
+	if (r < 0)
+		return (int)r;
+	r = syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
 
 	if (r == 0)
 		return 0;

@@ -10,11 +10,12 @@ written while one of them runs (or sits stopped) there kills it.
 
 import collections
 import os
+import re
 import signal
 
 import pytest
 
-from btg.daemon import guard_during_seize_hold
+from btg.daemon import faulty_daemon, guard_during_seize_hold
 from btg.procfs import proc_state, thread_problems
 from btg.victims import start, victim_path
 from btg.wire import (ACTION_GUARD, ACTION_UNGUARD, ERR_BUSY, PROC_GUARDED, PROC_UNGUARDED,
@@ -86,6 +87,26 @@ def test_sibling_the_caller_may_not_act_on_refuses(daemon, victim, test_user):
     assert r["ok"] and r["state"] == "guarded", r
     assert_all_alive(v, [sib])
     assert thread_problems(v.pid) == [] and thread_problems(sib) == []
+
+
+def test_a_failed_comparison_names_no_process_to_a_user(victim, test_user):
+    """kcmp failing on some process (injected): root's answer names the
+    process it failed on, a user's names none - it may be one the user
+    may not see."""
+    v = victim("idle", 1, user=test_user)
+    with faulty_daemon("kcmp=1") as d:
+        r = d.ctl("guard", v.pid, user=test_user, check=1).results[0]
+        assert r["error"] == "shared-memory", r
+        assert "cannot tell whether another process shares this address space" in r["message"], r
+        assert re.findall(r"\d+", r["message"]) == [], r
+        assert r["state"] == "unguarded" and r["wrote"] is False, r
+    with faulty_daemon("kcmp=1") as d:
+        r = d.ctl("guard", v.pid, check=1).results[0]
+        assert r["error"] == "shared-memory", r
+        named = re.findall(r"cannot tell whether process (\d+) shares", r["message"])
+        assert named and int(named[0]) != v.pid, r
+    assert thread_problems(v.pid) == []
+    v.assert_alive()
 
 
 ATTEMPTS = 5
