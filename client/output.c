@@ -93,7 +93,8 @@ static const struct {
 	{ PROTO_WARN_TORN, "torn",
 	  "a site is torn: a breakpoint (a uprobe, a debugger) sits inside the bytes the guard "
 	  "changed, or a uprobe removed from there wrote the file's bytes back; a call to "
-	  "backtrace() may crash: run btguardctl guard to repair it (SECURITY.md)" },
+	  "backtrace() may crash, or run unguarded: run btguardctl guard to repair it "
+	  "(SECURITY.md)" },
 };
 
 static const char *file_name(const char *path)

@@ -92,8 +92,9 @@ enum proto_site_state {
 	 * Our stub with some of its bytes the file's again or a breakpoint:
 	 * a breakpoint (a uprobe's, a debugger's) put inside the bytes the
 	 * guard changes, or the file's bytes the kernel wrote back when a
-	 * uprobe there went.  Not guarded: a call may crash.  guard and
-	 * unguard rewrite it whole (stub.h).
+	 * uprobe there went.  Not guarded: a call may crash, or (a breakpoint
+	 * on the byte a guard inside an instruction keeps) run unguarded.
+	 * guard and unguard rewrite it whole (stub.h).
 	 */
 	PROTO_SITE_TORN     = 4,
 };
@@ -136,7 +137,7 @@ enum proto_risk {
 #define PROTO_WARN_CPP_STACKTRACES 0x01u  /* TORCH_SHOW_CPP_STACKTRACES=1 in its environment */
 #define PROTO_WARN_DIST_DEBUG      0x02u  /* TORCH_DISTRIBUTED_DEBUG=DETAIL in its environment */
 #define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace than the node's */
-/* a site is torn (PROTO_SITE_TORN): a call to backtrace() may crash until guard repairs it */
+/* a site is torn (PROTO_SITE_TORN): a call to backtrace() may crash, or run unguarded, until guard repairs it */
 #define PROTO_WARN_TORN            0x08u
 #define PROTO_WARNINGS_KNOWN       0x0fu
 

@@ -137,7 +137,7 @@ void record_action(const struct auth_caller *caller, pid_t target, const char *e
 	log_escape(detail, sizeof(detail), res->message);
 	if (!detail[0] && (res->warnings & PROTO_WARN_TORN))
 		snprintf(detail, sizeof(detail), "%s",
-			 "a site is torn (a breakpoint inside the guard's bytes, or the file's bytes a removed uprobe wrote back): a call to backtrace() may crash until guard repairs it");
+			 "a site is torn (a breakpoint inside the guard's bytes, or the file's bytes a removed uprobe wrote back): a call to backtrace() may crash, or run unguarded, until guard repairs it");
 	/* Rule names are [A-Za-z0-9._-] (policy.c): nothing to escape. */
 	if (caller->rule)
 		snprintf(by, sizeof(by), "rule %s (uid=%u gid=%u pid=%d)", rule,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from btg.paths import BTGUARDCTL, REPO
+from btg.procfs import wait_for
 from btg.victims import stop_started, user_prefix
 
 COMPLETION = REPO / "completion" / "btguardctl"
@@ -197,6 +198,28 @@ def test_pids_with_names(complete, sleeper):
     # By command name: the one process of that name completes to its PID.
     assert complete("unguard", name[:-1]) == [str(pid)]
     assert complete("--tree", "guard", "1", name) == [str(pid)]
+
+
+def test_names_a_process_chose_reach_the_terminal_escaped(complete):
+    """A process names itself (prctl PR_SET_NAME) with a terminal escape and
+    a vertical tab: the completion menu shows each such byte as "?", and a
+    name typed as it is shown completes to its PID."""
+    code = ("import ctypes, sys, time; "
+            "ctypes.CDLL(None).prctl(15, sys.argv[1].encode('latin-1'), 0, 0, 0); "
+            "time.sleep(600)")
+    tag = f"{os.getpid() % 10000:04d}"
+    names = [f"\x1b[2Kbe{tag}\x0b{i}" for i in range(2)]
+    procs = [subprocess.Popen(["/usr/bin/python3", "-c", code, n]) for n in names]
+    try:
+        for p, n in zip(procs, names):
+            wait_for(lambda: open(f"/proc/{p.pid}/comm", encoding="latin-1").read() == n + "\n",
+                     "the process to take its name")
+        shown = complete("status", f"?[2Kbe{tag}")
+        assert sorted(shown) == sorted(f"{p.pid} ?[2Kbe{tag}?{i}" for i, p in enumerate(procs)), shown
+        assert complete("status", f"?[2Kbe{tag}?1") == [str(procs[1].pid)]
+    finally:
+        for p in procs:
+            stop_started(p)
 
 
 def test_no_kernel_threads(complete):
