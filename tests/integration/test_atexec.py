@@ -47,27 +47,42 @@ def ctl_argv(d, *args, user=None):
     return user_prefix(user) + [d.client_path(user), "--socket", d.socket, *map(str, args)]
 
 
-def launch(*argv, script=LAUNCHER, user=None, env=None):
-    """A process about to exec argv once a byte arrives on its stdin.
+SYS_READ = 0   # x86-64; the integration tests run on it alone
 
-    With a user, returned once setpriv has exec'd the interpreter: before
-    that the process is root's, then (its credentials just changed) not
-    dumpable, and the user may rightly not act on it."""
+
+def reading_stdin(pid):
+    """Whether pid sits in read(0, ...) now (/proc/PID/syscall: its number
+    and first argument; "running" or unreadable while it is elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            words = f.read().split()
+    except OSError:
+        return False
+    return words[:2] == [str(SYS_READ), "0x0"]
+
+
+def launch(*argv, script=LAUNCHER, user=None, env=None):
+    """A process about to exec argv once a byte arrives on its stdin,
+    returned once it waits for that byte in read(): the interpreter's own
+    exec is over (Popen returns as soon as the exec closed its pipe, while
+    the kernel may not yet have reported that exec to a tracer: a follow
+    begun then would take it for the exec to guard), and with a user,
+    setpriv's too (before it the process is root's, then, its credentials
+    just changed, not dumpable, and the user may rightly not act on it)."""
     p = subprocess.Popen(user_prefix(user) + [sys.executable, "-c", script, *argv],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    if user is not None:
-        python = os.path.realpath(sys.executable)
-        deadline = time.monotonic() + TIMEOUT
+    python = os.path.realpath(sys.executable)
+    deadline = time.monotonic() + TIMEOUT
 
-        def exe():
-            try:
-                return os.readlink(f"/proc/{p.pid}/exe")
-            except OSError:
-                return None
-        while exe() != python:
-            assert p.poll() is None and time.monotonic() < deadline, \
-                f"the launcher never became {python} (exit {p.poll()})"
-            time.sleep(0.005)
+    def exe():
+        try:
+            return os.readlink(f"/proc/{p.pid}/exe")
+        except OSError:
+            return None
+    while exe() != python or not reading_stdin(p.pid):
+        assert p.poll() is None and time.monotonic() < deadline, \
+            f"the launcher never waited for its go as {python} (exit {p.poll()})"
+        time.sleep(0.005)
     return p
 
 
