@@ -377,7 +377,8 @@ def recycled_within_a_tick(x):
         old_start = starttime(old.pid)
         w.send(encode_request(ACTION_GUARD, [slow.pid, old.pid], deadline_ms=400))
         # The daemon holds slow's pin once it has read the request.
-        x.wait(lambda: x.daemon_pins(slow.pid), "the daemon to read the request", timeout=60,
+        x.wait(lambda: x.daemon_pins(slow.pid) and x.daemon_pins(old.pid),
+               "the daemon to read the request and pin both", timeout=60,
                interval=0.0002)
         os.kill(old.pid, signal.SIGKILL)
         old.wait(timeout=30)
