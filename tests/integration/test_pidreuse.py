@@ -130,7 +130,7 @@ def test_recycled_within_a_tick():
     o = run_inside("recycled-within-a-tick")
     where = json.dumps({k: v for k, v in o.items() if k != "log_tail"}, indent=1)
     print(f"recycled within a tick: {o['rounds']} rounds, {o['same_tick']} in the same tick")
-    assert o["rounds"] == RECYCLE_ROUNDS and not o["not_recycled"], where
+    assert RECYCLE_ROUNDS <= o["rounds"] <= RECYCLE_ROUNDS_MAX and not o["not_recycled"], where
     # Otherwise the test proves nothing about the tick: the machine was too slow.
     assert o["same_tick"] > 0, where
     assert not o["touched"], where
@@ -149,6 +149,7 @@ def test_sharer_on_a_recycled_pid():
 
 
 RECYCLE_ROUNDS = 40
+RECYCLE_ROUNDS_MAX = 160
 
 
 # ===================================================== inside the namespace ==
@@ -372,7 +373,10 @@ def recycled_within_a_tick(x):
     idle = str(VICTIMS / "idle")
     obs = {"rounds": 0, "same_tick": 0, "not_recycled": [], "touched": [], "errors": []}
     w = Wire(x.daemon.socket, timeout=120)
-    for _ in range(RECYCLE_ROUNDS):
+    # Rounds until one lands within the old process's tick (a busy machine
+    # may need more than RECYCLE_ROUNDS), at most RECYCLE_ROUNDS_MAX.
+    while obs["rounds"] < RECYCLE_ROUNDS or \
+            (obs["same_tick"] == 0 and obs["rounds"] < RECYCLE_ROUNDS_MAX):
         old = x.spawn([idle, "1"], wait_ready=False)
         old_start = starttime(old.pid)
         w.send(encode_request(ACTION_GUARD, [slow.pid, old.pid], deadline_ms=400))
