@@ -40,7 +40,8 @@ CFLAGS ?= -O2 -g
 # its own layer or lower ones (tests/lint/test_layers.py).  Each is on
 # the quote path, so an include names the header alone.
 DAEMON_LAYERS := base node engine request watch serve
-DAEMON_IQUOTE := -iquote proto $(foreach l,$(DAEMON_LAYERS),-iquote daemon/$(l)) -iquote daemon/arch/$(ARCH)
+DAEMON_IQUOTE := -iquote proto $(foreach l,$(DAEMON_LAYERS),-iquote daemon/$(l)) -iquote daemon/arch/$(ARCH) \
+                 -iquote daemon/target -iquote $(BUILD)/gen
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(CPPFLAGS) $(CFLAGS) $(WARN) $(HARDEN) -MMD -MP \
               $(DAEMON_IQUOTE)
 ALL_LDFLAGS := -pie -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -119,6 +120,26 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(DAEMON_CFLAGS) -c -o $@ $<
 
+# The segment walk's code runs inside a guarded process (daemon/target/):
+# built freestanding, position-independent, with no relocation, no data
+# outside .text and no call out (gen-walk-code refuses anything else), and
+# compiled into the daemon as bytes.  None of the daemon's flags apply:
+# no sanitizer, no stack protector, no unwind tables in the target.
+WALK_CFLAGS := -std=gnu11 -Os -fPIC -ffreestanding -fno-builtin -nostdlib -fno-stack-protector \
+               -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-jump-tables \
+               -fno-toplevel-reorder -fno-tree-loop-distribute-patterns -fno-stack-clash-protection \
+               -g0 $(WARN) -iquote daemon/target
+WALK_CFLAGS_x86_64  := -fcf-protection=branch
+WALK_CFLAGS_aarch64 := -mcmodel=tiny -mbranch-protection=standard
+# The binutils of the compiler's target: aarch64-linux-gnu-gcc's are aarch64-linux-gnu-*.
+TOOL_PREFIX = $(patsubst %gcc,%,$(filter %gcc,$(notdir $(CC))))
+$(BUILD)/gen/walk_code.h: daemon/target/walk_code.c daemon/target/walk_table.h daemon/target/gen-walk-code
+	@mkdir -p $(dir $@)
+	$(CC) $(WALK_CFLAGS) $(WALK_CFLAGS_$(ARCH)) -c -o $(BUILD)/gen/walk_code.o $<
+	sh daemon/target/gen-walk-code $(BUILD)/gen/walk_code.o $(TOOL_PREFIX)nm $(TOOL_PREFIX)objcopy > $@.tmp
+	mv $@.tmp $@
+$(call obj,daemon/engine/walk.c): $(BUILD)/gen/walk_code.h
+
 $(BUILD)/btguardd: $(call obj,daemon/main.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS)
 
@@ -143,11 +164,13 @@ VICTIM_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -pthread 
 VICTIM_CFLAGS_nolibc := -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie
 VICTIM_CFLAGS_libbtpre := -shared -fPIC
 VICTIM_CFLAGS_libempty := -shared -fPIC
+VICTIM_CFLAGS_libcoroswitch := -shared -fPIC
+VICTIM_LIBS_coro_crash := -ldl
 VICTIM_CFLAGS_bt_static := -static
 VICTIM_CFLAGS_first_line_static := -static
 VICTIM_CFLAGS_nolibc_dyn := -nostdlib -ffreestanding -fno-stack-protector -fPIE -pie
 VICTIM_CFLAGS_sigframe_fp := -fno-omit-frame-pointer
-$(BUILD)/victims/%: tests/victims/%.c
+$(BUILD)/victims/%: tests/victims/%.c $(wildcard tests/victims/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(VICTIM_CFLAGS) $(VICTIM_CFLAGS_$*) -o $@ $< $(VICTIM_LIBS_$*)
 

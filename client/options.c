@@ -173,6 +173,9 @@ static void parse_run(struct options *o, int n, char **cmd)
 	if (o->req.sel.fields || o->unit || o->slurm_arg || o->at_exec ||
 	    (o->req.flags & PROTO_FLAG_TREE))
 		usage_error("run starts its own process: no --at-exec, --tree or selector");
+	if (o->backtraces_given)
+		usage_error("--backtraces=segment is not made at an exec yet: run guards with the "
+			    "empty stub");
 	if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE ||
 	    o->out.format == OUTPUT_NAGIOS || o->output_path)
 		usage_error("--format=%s and --output report states: use them with status",
@@ -214,7 +217,7 @@ static bool asks_for_nagios(int argc, char **argv, const char *shortopts,
 
 void options_parse(int argc, char **argv, struct options *o)
 {
-	enum { OPT_TREE = 0x100, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
+	enum { OPT_TREE = 0x100, OPT_BACKTRACES, OPT_ALL, OPT_AT_RISK, OPT_USER, OPT_EXE, OPT_CMDLINE,
 	       OPT_CGROUP, OPT_UNIT, OPT_SLURM_JOB, OPT_MAPS, OPT_FORMAT, OPT_AT_EXEC,
 	       OPT_WARNING, OPT_CRITICAL, OPT_WARNING_UNREADABLE, OPT_CRITICAL_UNREADABLE,
 	       OPT_OUTPUT };
@@ -226,6 +229,7 @@ void options_parse(int argc, char **argv, struct options *o)
 		{ "timeout",  required_argument, NULL, 't' },
 		{ "deadline", required_argument, NULL, 'd' },
 		{ "tree",     no_argument,       NULL, OPT_TREE },
+		{ "backtraces", required_argument, NULL, OPT_BACKTRACES },
 		{ "all",      no_argument,       NULL, OPT_ALL },
 		{ "at-risk",  no_argument,       NULL, OPT_AT_RISK },
 		{ "user",     required_argument, NULL, OPT_USER },
@@ -290,6 +294,16 @@ void options_parse(int argc, char **argv, struct options *o)
 					    "(1..%u with --at-exec and run)", optarg,
 					    PROTO_MAX_DEADLINE_MS, PROTO_MAX_FOLLOW_MS);
 			o->req.deadline_ms = (uint32_t)v;
+			break;
+		case OPT_BACKTRACES:
+			if (!strcmp(optarg, "segment"))
+				o->req.flags |= PROTO_FLAG_WALK;
+			else if (!strcmp(optarg, "empty"))
+				o->req.flags &= (uint8_t)~PROTO_FLAG_WALK;
+			else
+				usage_error("invalid --backtraces '%s': expected empty or segment",
+					    optarg);
+			o->backtraces_given = true;
 			break;
 		case OPT_TREE:
 			o->req.flags |= PROTO_FLAG_TREE;
@@ -416,6 +430,11 @@ void options_parse(int argc, char **argv, struct options *o)
 				    argv[optind], INT32_MAX);
 		o->req.pids[o->req.npids++] = (int32_t)v;
 	}
+	if (o->backtraces_given && o->req.action != PROTO_ACTION_GUARD)
+		usage_error("--backtraces chooses a guard's form: it goes with guard");
+	if (o->at_exec && (o->req.flags & PROTO_FLAG_WALK))
+		usage_error("--backtraces=segment is not made at an exec yet: guard the process "
+			    "once it runs");
 	if (o->at_exec)
 		check_at_exec(o);
 	if (o->out.format == OUTPUT_PROMETHEUS && o->req.action != PROTO_ACTION_STATUS)

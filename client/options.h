@@ -38,6 +38,7 @@ struct options {
 	struct output out;
 	struct proto_request req;   /* action, flags, deadline, PIDs or selector */
 	bool        at_exec;        /* guard --at-exec PID */
+	bool        backtraces_given; /* --backtraces: a guard's form (PROTO_FLAG_WALK) */
 	char      **run_argv;       /* run -- CMD [ARG]...: the command, NULL-terminated */
 	struct run_child child;     /* run: the command's process */
 };

@@ -95,6 +95,9 @@ static const struct {
 	  "changed, or a uprobe removed from there wrote the file's bytes back; a call to "
 	  "backtrace() may crash, or run unguarded: run btguardctl guard to repair it "
 	  "(SECURITY.md)" },
+	{ PROTO_WARN_NO_WALK, "backtraces-emptied",
+	  "asked to keep backtraces (--backtraces=segment), a site got the empty stub instead: "
+	  "backtrace() returns no frames there (the message says why)" },
 };
 
 static const char *file_name(const char *path)
@@ -177,10 +180,14 @@ static void print_json(FILE *f, const struct proto_result *res)
 
 		fprintf(f, "%s{\"object\":\"", i ? "," : "");
 		output_json_string(f, s->object);
-		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\",\"bound\":%s,\"breakpoint\":%s}",
+		fprintf(f, "\",\"address\":\"0x%" PRIx64 "\",\"state\":\"%s\",\"bound\":%s,\"breakpoint\":%s",
 			s->address, proto_site_state_name(s->state),
 			s->flags & PROTO_SITE_BOUND ? "true" : "false",
 			s->flags & PROTO_SITE_BREAKPOINT ? "true" : "false");
+		if (s->state == PROTO_SITE_GUARDED)
+			fprintf(f, ",\"backtraces\":\"%s\"",
+				s->flags & PROTO_SITE_WALKS ? "segment" : "empty");
+		fputc('}', f);
 	}
 	fputc(']', f);
 	if (changes_bytes(res->action))
@@ -236,13 +243,31 @@ static void print_sites(FILE *f, const struct proto_result *res)
 
 		fputs("    ", f);
 		output_text(f, s->object[0] ? s->object : "(unnamed object)");
-		fprintf(f, " 0x%" PRIx64 ": %s%s%s\n", s->address, proto_site_state_name(s->state),
+		fprintf(f, " 0x%" PRIx64 ": %s%s%s%s\n", s->address, proto_site_state_name(s->state),
+			s->flags & PROTO_SITE_WALKS ? " (backtraces walk the segment)" : "",
 			s->flags & PROTO_SITE_BOUND ? " (reached by name)" : "",
 			!(s->flags & PROTO_SITE_BREAKPOINT) ? "" :
 			s->state == PROTO_SITE_GUARDED ?
 			" (a breakpoint on its entry: a uprobe or a debugger)" :
 			" (a breakpoint: a uprobe or a debugger)");
 	}
+}
+
+/* How many guarded sites keep backtraces by the segment walk: "; segment walk" when all do. */
+static void print_form(FILE *f, const struct proto_result *res)
+{
+	unsigned walks = 0, guarded = 0;
+
+	for (unsigned i = 0; i < res->nsites; i++) {
+		if (res->sites[i].state != PROTO_SITE_GUARDED)
+			continue;
+		guarded++;
+		walks += (res->sites[i].flags & PROTO_SITE_WALKS) != 0;
+	}
+	if (walks && walks == guarded)
+		fputs("; segment walk", f);
+	else if (walks)
+		fprintf(f, "; segment walk at %u of %u guarded", walks, guarded);
 }
 
 static void print_human(FILE *f, const struct proto_result *res, bool verbose)
@@ -264,6 +289,7 @@ static void print_human(FILE *f, const struct proto_result *res, bool verbose)
 			(unsigned)res->nsites, res->nsites == 1 ? "" : "s");
 		if (res->state == PROTO_PROC_PARTIAL)
 			print_partial(f, res);
+		print_form(f, res);
 		fputc(')', f);
 		if (changes_bytes(res->action)) {
 			if (res->flags & PROTO_RESULT_WROTE)

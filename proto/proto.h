@@ -68,7 +68,13 @@ enum proto_action {
 
 /* Request flags. */
 #define PROTO_FLAG_TREE    0x01u    /* also act on every current descendant */
-#define PROTO_FLAGS_KNOWN  PROTO_FLAG_TREE
+/*
+ * GUARD only: the segment walk, which keeps backtraces up to a stack
+ * switcher's frame, where a site has it; the empty stub elsewhere (the
+ * result says so: PROTO_WARN_NO_WALK).
+ */
+#define PROTO_FLAG_WALK    0x02u
+#define PROTO_FLAGS_KNOWN  (PROTO_FLAG_TREE | PROTO_FLAG_WALK)
 
 /*
  * Selector fields (proto_select.fields): a request either names PIDs or
@@ -123,7 +129,9 @@ enum proto_proc_state {
  * says original, or torn).
  */
 #define PROTO_SITE_BREAKPOINT 0x02u
-#define PROTO_SITE_FLAGS   (PROTO_SITE_BOUND | PROTO_SITE_BREAKPOINT)
+/* Guarded by the segment walk (backtrace() keeps the frames up to a stack switcher's), not the stub. */
+#define PROTO_SITE_WALKS   0x04u
+#define PROTO_SITE_FLAGS   (PROTO_SITE_BOUND | PROTO_SITE_BREAKPOINT | PROTO_SITE_WALKS)
 
 /* Whether the crash can hit the process (proto_result.risk). */
 enum proto_risk {
@@ -139,7 +147,9 @@ enum proto_risk {
 #define PROTO_WARN_MOUNT_NS        0x04u  /* site paths are in another mount namespace than the node's */
 /* a site is torn (PROTO_SITE_TORN): a call to backtrace() may crash, or run unguarded, until guard repairs it */
 #define PROTO_WARN_TORN            0x08u
-#define PROTO_WARNINGS_KNOWN       0x0fu
+/* asked for the segment walk, a site got the empty stub instead (the message says why) */
+#define PROTO_WARN_NO_WALK         0x10u
+#define PROTO_WARNINGS_KNOWN       0x1fu
 
 #define PROTO_UID_UNKNOWN  0xffffffffu
 

@@ -14,22 +14,48 @@
 #include "attempt.h"
 #include "log.h"
 #include "timeutil.h"
+#include "walk.h"
 
 /* What the scan worker gets past the deadline, once the world has stopped (collect_checks). */
 #define COLLECT_GRACE_MS 10u
 
-/* The bytes this attempt changes: what no thread may be in, or return into. */
+static void add_span(struct attempt *a, uint64_t lo, uint64_t hi, enum stackcheck_span_kind kind)
+{
+	if (a->nspans < STACKCHECK_MAX_SPANS)
+		a->spans[a->nspans++] = (struct stackcheck_span){ .lo = lo, .hi = hi, .kind = kind };
+}
+
+/*
+ * The bytes this attempt changes: what no thread may be in, or return
+ * into.  Where the walk's code goes (its second write, walk.h), three
+ * more, whose stack and register hits the thread's frames confirm (stale
+ * words of old calls are everywhere; stackcheck_scan.h): the code from
+ * its first byte on (a span's lo is excluded); backtrace()'s
+ * instructions after the bytes that name it, up to the call that hands
+ * it to the unwinder, where a thread may hold its address; and the
+ * return from that call, for a thread inside it.
+ */
 void activeness_plan(struct attempt *a)
 {
 	a->nspans = 0;
-	for (size_t i = 0; i < a->sites->n && a->nspans < PROTO_MAX_SITES; i++) {
+	for (size_t i = 0; i < a->sites->n; i++) {
 		const struct site *s = &a->sites->v[i];
+		enum site_form form = site_form(a->guard, a->walk, s);
 
-		if (!site_wants_write(a->guard, s))
-			continue;
-		a->spans[a->nspans].lo = site_change_lo(s);
-		a->spans[a->nspans].hi = site_change_lo(s) + s->held.len;
-		a->nspans++;
+		if (site_entry_wants_write(form, s))
+			add_span(a, site_change_lo(s), site_change_lo(s) + s->held.len,
+				 STACKCHECK_SPAN_BYTES);
+		if (walk_call_changes(s, form == SITE_FORM_WALK))
+			add_span(a, s->walk.call, s->walk.call + ARCH_WALK_CALL_LEN,
+				 STACKCHECK_SPAN_BYTES);
+		if (walk_code_changes(s, form == SITE_FORM_WALK) && form != SITE_FORM_WALK) {
+			uint64_t ret = s->walk.where.call_return;
+
+			add_span(a, s->walk.code - 1, s->walk.code + s->walk.code_len,
+				 STACKCHECK_SPAN_CODE);
+			add_span(a, s->walk.call + ARCH_WALK_CALL_LEN - 1, ret, STACKCHECK_SPAN_WINDOW);
+			add_span(a, ret - 1, ret + 1, STACKCHECK_SPAN_CALLER);
+		}
 	}
 	a->check_us = 0;
 	a->checked_early = 0;

@@ -23,6 +23,7 @@
 
 struct patch_pin;
 
+
 /*
  * One attempt's wait for every thread to stop (step 4c), at most: a thread
  * that is runnable stops the next time it is scheduled, which on a loaded
@@ -41,7 +42,8 @@ struct attempt {
 	const struct patch_pin *pin;
 	const struct auth_caller *caller;
 	struct vmshare vs;                /* processes sharing the memory, this attempt (sharers.c) */
-	bool guard;                       /* writing the stub (else the original) */
+	bool guard;                       /* writing a guard (else the original) */
+	bool walk;                        /* the guard: the segment walk where a site has it */
 	struct site_list *sites;
 	struct procfs_mapping *maps;      /* as of the last attempt */
 	size_t nmaps;
@@ -51,7 +53,7 @@ struct attempt {
 	uint64_t pause_us;
 	uint64_t check_us;                /* activeness.c's */
 	/* This attempt's bytes to change, for every thread's check (activeness.c's). */
-	struct stackcheck_span spans[PROTO_MAX_SITES];
+	struct stackcheck_span spans[STACKCHECK_MAX_SPANS];
 	size_t nspans;
 	size_t checked_early;             /* threads checked while others were stopping */
 	char *why;

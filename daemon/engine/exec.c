@@ -205,7 +205,7 @@ static int guard_mapped(struct exec_job *j)
 				      !mapped_by_exec(j, j->sites.v[i].object));
 	}
 	/* One task, stopped at a system call, nothing of these bytes run: see the top. */
-	r = sitewrite_all(j->pid, j->pid, &j->sites, true, res->message, sizeof(res->message));
+	r = sitewrite_all(j->pid, j->pid, &j->sites, true, false, res->message, sizeof(res->message));
 	if (r < 0)
 		return r;   /* this round's words are restored; an earlier round's stay */
 	j->wrote = j->wrote || planned;

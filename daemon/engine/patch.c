@@ -83,6 +83,8 @@
 /* Between attempts on a busy target: doubling from 1 ms to 20 ms. */
 #define BACKOFF_FIRST_MS 1u
 #define BACKOFF_MAX_MS   20u
+/* Successful writes one request makes at most: the walk's two, and one to spare. */
+#define PATCH_MAX_WRITES 3u
 
 
 void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
@@ -95,6 +97,8 @@ void patch_fill_sites(struct proto_result *res, const struct site_list *sites)
 		ps->address = sites->v[i].addr;
 		ps->state = (uint8_t)sites->v[i].state;
 		ps->flags = sites->v[i].breakpoint ? PROTO_SITE_BREAKPOINT : 0;
+		if (site_walks(&sites->v[i]))
+			ps->flags |= PROTO_SITE_WALKS;
 		if (sites->v[i].state == PROTO_SITE_TORN)
 			res->warnings |= PROTO_WARN_TORN;
 		snprintf(ps->object, sizeof(ps->object), "%s%s", sites->v[i].object,
@@ -192,7 +196,7 @@ static int attempt_once(struct attempt *a)
 	r = activeness_check_threads(a, &w);
 	if (r < 0)
 		goto out_resume;
-	r = sitewrite_all(a->pid, first_stopped(&w), a->sites, a->guard, a->why, a->why_len);
+	r = sitewrite_all(a->pid, first_stopped(&w), a->sites, a->guard, a->walk, a->why, a->why_len);
 out_resume:
 	r2 = ptrace_resume_all(&w);
 	stackcheck_defer_end(a->sc);
@@ -253,7 +257,7 @@ static int plan_writes(struct attempt *a, size_t *ret_todo)
 				 s->object, s->addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		if (site_wants_write(a->guard, s))
+		if (site_wants_write(site_form(a->guard, a->walk, s), s))
 			todo++;
 	}
 	*ret_todo = todo;
@@ -269,6 +273,7 @@ struct patch_job {
 	struct proto_result *res;
 	unsigned backoff_ms;
 	unsigned attempts;
+	unsigned writes;                  /* attempts that wrote */
 	char busy_why[PROTO_MAX_MESSAGE + 1];
 };
 
@@ -301,6 +306,29 @@ static int replan(struct patch_job *j, size_t *ret_todo)
 }
 
 /* Step 5, and the answer: what the target holds now, if it is still the target. */
+/*
+ * A guard asked for the segment walk: a site with none got the stub (the
+ * fallback, which never leaves a process unguarded), and the answer says
+ * where and why.
+ */
+static void tell_no_walk(struct patch_job *j)
+{
+	struct proto_result *res = j->res;
+
+	if (!j->a.guard || !j->a.walk)
+		return;
+	for (size_t i = 0; i < j->sites.n; i++) {
+		const struct site *s = &j->sites.v[i];
+
+		if (s->walk.planned)
+			continue;
+		res->warnings |= PROTO_WARN_NO_WALK;
+		if (!res->message[0])
+			snprintf(res->message, sizeof(res->message),
+				 "%s: backtraces emptied, not walked: %s", s->object, s->walk.why);
+	}
+}
+
 static int finish(struct patch_job *j, int r)
 {
 	char scratch[PROTO_MAX_MESSAGE + 1];
@@ -309,6 +337,7 @@ static int finish(struct patch_job *j, int r)
 	if (check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0)
 		sites_read(j->a.via, &j->sites);
 	patch_fill_sites(j->res, &j->sites);
+	tell_no_walk(j);
 	j->res->error = proto_error_from_negative(r);
 	return r;
 }
@@ -335,8 +364,9 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 			return finish(j, r);
 		if (todo == 0) {
 			/* Somebody else finished the job meanwhile. */
-			snprintf(a->why, a->why_len, "already %s, nothing written",
-				 a->guard ? "guarded" : "unguarded");
+			if (!j->writes)
+				snprintf(a->why, a->why_len, "already %s, nothing written",
+					 a->guard ? "guarded" : "unguarded");
 			return finish(j, 0);
 		}
 	}
@@ -369,6 +399,17 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	if (r == 0) {
 		res->flags |= PROTO_RESULT_WROTE;
 		a->why[0] = '\0';
+		/*
+		 * Taking the segment walk away is two writes (walk.h): the
+		 * second comes in another stop, as soon as the calls that
+		 * took the code's address are done; a few attempts bound it.
+		 */
+		if (++j->writes < PATCH_MAX_WRITES && plan_writes(a, &todo) == 0 && todo > 0 &&
+		    timespec_left(a->deadline, &left)) {
+			*ret_wake_ms = now_ms() + 1;
+			j->backoff_ms = BACKOFF_FIRST_MS;
+			return PATCH_AGAIN;
+		}
 		return finish(j, 0);
 	}
 	/*
@@ -432,7 +473,8 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 	timespec_after_ms(&j->deadline, deadline_ms ? deadline_ms : PROTO_DEFAULT_DEADLINE_MS);
 	j->a = (struct attempt){
 		.pid = pid, .via = via, .pin = &j->pin, .caller = &j->caller,
-		.guard = action == PROTO_ACTION_GUARD, .sites = &j->sites,
+		.guard = (action & ~PATCH_WALK) == PROTO_ACTION_GUARD, .walk = (action & PATCH_WALK) != 0,
+		.sites = &j->sites,
 		.deadline = &j->deadline, .why = res->message, .why_len = sizeof(res->message),
 		.maps = maps, .nmaps = nmaps,
 	};
@@ -455,7 +497,7 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
 	if (j->sites.n == 0) {
 		snprintf(res->message, sizeof(res->message),
 			 "no backtrace() definition is loaded in this process; nothing to %s",
-			 proto_action_name(action));
+			 proto_action_name(action & ~PATCH_WALK));
 		r = -BTG_ERR_NOSITE;
 		goto out_answer;
 	}

@@ -30,6 +30,9 @@ struct patch_job;
 /* patch_step(): the target was busy; call again at *ret_wake_ms. */
 #define PATCH_AGAIN 1
 
+/* With PROTO_ACTION_GUARD in patch_begin()'s action: the segment walk where a site has it. */
+#define PATCH_WALK 0x100u
+
 /*
  * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
  * pid itself; processes sharing its memory are authorized at each

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "sitememo.h"
+#include "walk.h"
 
 /*
  * 32,768 processes, the default pid_max.  A status --all goes through the
@@ -47,6 +48,9 @@ struct memo_site {
 	size_t ctx_len;
 	uint8_t orig[SITE_CTX_LEN];
 	struct stub_plan plan;
+	bool walk_planned;           /* and where, or why not */
+	struct walk_where walk_where;
+	char walk_why[sizeof(((struct site_walk *)0)->why)];
 };
 
 struct entry {
@@ -148,6 +152,10 @@ bool sitememo_get(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		memcpy(s->orig, m->orig, sizeof(s->orig));
 		s->plan = m->plan;
 		s->held = m->plan;
+		if (m->walk_planned)
+			walk_build(s, &m->walk_where);
+		else
+			snprintf(s->walk.why, sizeof(s->walk.why), "%s", m->walk_why);
 	}
 	list.n = e->nsites;
 	e->last_used = ++tick;
@@ -198,6 +206,9 @@ void sitememo_put(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		sites[i].ctx_len = s->ctx_len;
 		memcpy(sites[i].orig, s->orig, sizeof(sites[i].orig));
 		sites[i].plan = s->plan;
+		sites[i].walk_planned = s->walk.planned;
+		sites[i].walk_where = s->walk.where;
+		snprintf(sites[i].walk_why, sizeof(sites[i].walk_why), "%s", s->walk.why);
 	}
 	/* Its own entry, else a free one, else the least recently used. */
 	for (unsigned w = 0; w < WAYS; w++) {

@@ -27,6 +27,7 @@
 #include "ptrace.h"
 #include "sitememo.h"
 #include "sites.h"
+#include "walk.h"
 
 /* Larger files are not objects we could have loaded; refuse to map them. */
 #define MAX_OBJECT_SIZE ((uint64_t)4 << 30)
@@ -165,9 +166,12 @@ static bool change_fits_a_page(uint64_t addr, const struct stub_plan *p)
 				 (addr + p->offset + p->len - 1) / PTRACE_POKE_PAGE;
 }
 
-/* bytes: the file's bytes at def, def->file_avail of them (at most SITE_CTX_LEN needed). */
+/*
+ * bytes: the file's bytes at def, def->file_avail of them (at most
+ * SITE_CTX_LEN needed); wf: what the segment walk may do there.
+ */
 static int add_site(struct site_list *list, const struct procfs_mapping *m,
-		    const struct elf_def *def, const uint8_t *bytes)
+		    const struct elf_def *def, const uint8_t *bytes, const struct walk_facts *wf)
 {
 	uint64_t addr = m->start + (def->file_offset - m->offset);
 	size_t ctx = SITE_CTX_LEN;
@@ -209,6 +213,7 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	    stub_plan_at_entry(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
 		return -BTG_ERR_ELF;
 	s->held = s->plan;
+	walk_plan(s, m, wf);
 	list->n++;
 	return 0;
 }
@@ -246,6 +251,8 @@ static int parse_object(int fd, const struct stat *st, struct objcache_defs *out
 			def->file_avail = (uint64_t)st->st_size - def->file_offset;
 		memcpy(out->bytes[out->n], (const uint8_t *)img + def->file_offset,
 		       def->file_avail < SITE_CTX_LEN ? (size_t)def->file_avail : SITE_CTX_LEN);
+		walk_facts_read(img, (size_t)st->st_size, def, (size_t)sysconf(_SC_PAGESIZE),
+				&out->walk[out->n]);
 		out->n++;
 	}
 	munmap(img, (size_t)st->st_size);
@@ -293,7 +300,7 @@ static int scan_object(pid_t pid, int map_files, const struct procfs_mapping *ma
 			if (defs.defs[d].file_offset < m->offset ||
 			    defs.defs[d].file_offset - m->offset >= m->end - m->start)
 				continue;
-			r = add_site(list, m, &defs.defs[d], defs.bytes[d]);
+			r = add_site(list, m, &defs.defs[d], defs.bytes[d], &defs.walk[d]);
 		}
 	}
 	return r;
@@ -403,7 +410,7 @@ out_free:
  * byte, where it runs the new bytes cleanly, not inside them.  With no
  * such placement the plan's stands: guard writes over the breakpoint.
  */
-static void classify(struct site *s)
+static void classify_entry(struct site *s)
 {
 	struct stub_plan plans[STUB_MAX_PLANS];
 	size_t n = stub_plans(s->orig, s->ctx_len, arch_cpu_features(), plans, STUB_MAX_PLANS);
@@ -440,12 +447,41 @@ static void classify(struct site *s)
 	}
 }
 
+/*
+ * The site's state from its entry's and its walk's: foreign if either is,
+ * then torn if either is, then guarded if either is (both at once, left
+ * by a daemon stopped between writing one form and removing the other,
+ * is guarded twice over: the stub answers first).
+ */
+static void classify(struct site *s)
+{
+	int e, w;
+
+	classify_entry(s);
+	s->entry_state = s->state;
+	walk_classify(s);
+	e = s->entry_state;
+	w = s->walk.state;
+	if (e == PROTO_SITE_FOREIGN || w == PROTO_SITE_FOREIGN)
+		s->state = PROTO_SITE_FOREIGN;
+	else if (e == PROTO_SITE_TORN || w == PROTO_SITE_TORN)
+		s->state = PROTO_SITE_TORN;
+	else if (e == PROTO_SITE_GUARDED || w == PROTO_SITE_GUARDED)
+		s->state = PROTO_SITE_GUARDED;
+	else
+		s->state = PROTO_SITE_ORIGINAL;
+}
+
 int sites_read(pid_t pid, struct site_list *list)
 {
 	for (size_t i = 0; i < list->n; i++) {
 		struct site *s = &list->v[i];
 		int r = read_target(pid, s->addr, s->mem, s->ctx_len);
 
+		if (r == 0 && s->walk.planned)
+			r = read_target(pid, s->walk.call, s->walk.call_mem, ARCH_WALK_CALL_LEN);
+		if (r == 0 && s->walk.planned)
+			r = read_target(pid, s->walk.code, s->walk.code_mem, s->walk.code_len);
 		if (r < 0)
 			return r;
 		classify(s);
@@ -475,11 +511,30 @@ int sites_proc_state(const struct site_list *list)
 	return guarded ? PROTO_PROC_GUARDED : PROTO_PROC_UNGUARDED;
 }
 
-bool site_wants_write(bool guard, const struct site *s)
+enum site_form site_form(bool guard, bool walk, const struct site *s)
 {
-	if (s->state == PROTO_SITE_TORN)
+	if (!guard)
+		return SITE_FORM_ORIGINAL;
+	return walk && s->walk.planned ? SITE_FORM_WALK : SITE_FORM_STUB;
+}
+
+bool site_walks(const struct site *s)
+{
+	return s->walk.state == PROTO_SITE_GUARDED && s->entry_state == PROTO_SITE_ORIGINAL;
+}
+
+bool site_entry_wants_write(enum site_form form, const struct site *s)
+{
+	if (s->entry_state == PROTO_SITE_TORN)
 		return true;
-	return guard ? s->state == PROTO_SITE_ORIGINAL : s->state == PROTO_SITE_GUARDED;
+	return form == SITE_FORM_STUB ? s->entry_state == PROTO_SITE_ORIGINAL :
+					s->entry_state == PROTO_SITE_GUARDED;
+}
+
+bool site_wants_write(enum site_form form, const struct site *s)
+{
+	return site_entry_wants_write(form, s) || walk_code_changes(s, form == SITE_FORM_WALK) ||
+	       walk_call_changes(s, form == SITE_FORM_WALK);
 }
 
 /* [*lo, *hi): the bytes of [from, to) where a and b differ; *lo == *hi when none do. */

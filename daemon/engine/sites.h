@@ -42,8 +42,20 @@ int sites_read(pid_t pid, struct site_list *list);
 int sites_proc_state(const struct site_list *list);
 
 /*
- * True when guarding (or unguarding) changes this site: original to
- * guarded, or back.  A torn site is rewritten whole either way: torn, a
+ * The form a write gives a site: the file's bytes, the stub (backtrace()
+ * returns 0), or the segment walk (walk.c: it returns the frames up to a
+ * stack switcher's).  site_form() picks it for a request: the walk only
+ * where it is planned, else the stub (the fallback, which the answer says).
+ */
+enum site_form { SITE_FORM_ORIGINAL, SITE_FORM_STUB, SITE_FORM_WALK };
+enum site_form site_form(bool guard, bool walk, const struct site *s);
+
+/* The form s holds now: the walk when its walk is guarded and its entry original. */
+bool site_walks(const struct site *s);
+
+/*
+ * True when writing form changes this site: original to guarded, or back,
+ * or one guard's form to the other.  A torn site is rewritten whole either way: torn, a
  * call may crash (a uprobe inside the change) or run unguarded (one on the
  * kept byte), and every unit of it is ours, the file's or a breakpoint
  * (stub_classify), so nobody else's bytes are written over; a breakpoint
@@ -51,7 +63,9 @@ int sites_proc_state(const struct site_list *list);
  * (SECURITY.md).  So is an original site with a breakpoint inside the
  * change, which guard writes over likewise.
  */
-bool site_wants_write(bool guard, const struct site *s);
+bool site_wants_write(enum site_form form, const struct site *s);
+/* The same for the entry's bytes alone. */
+bool site_entry_wants_write(enum site_form form, const struct site *s);
 
 /*
  * What a write of s to its guarded (or original) form changes, worked out

@@ -17,6 +17,7 @@
 #include "ptrace.h"
 #include "sites.h"
 #include "sitewrite.h"
+#include "walk.h"
 
 /*
  * Writes want[lo, hi) over a site whose bytes are now[] through tid, and
@@ -63,13 +64,14 @@ static int write_range(pid_t tid, const struct site *s, uint8_t *now, const uint
 }
 
 /*
- * Writes s to its guarded (or original) form (guarded false and back true:
- * puts back what s->mem held, over the same bytes) through tid, verifying
- * it.  The bytes past the kept ones first, then a kept one a breakpoint
- * sits on: where the guard lies inside an instruction, each of the four
- * mixes is safe (SECURITY.md), so two words never leave a crash behind.
+ * Writes the entry of s to its guarded (or original) form (guarded false
+ * and back true: puts back what s->mem held, over the same bytes) through
+ * tid, verifying it.  The bytes past the kept ones first, then a kept one
+ * a breakpoint sits on: where the guard lies inside an instruction, each
+ * of the four mixes is safe (SECURITY.md), so two words never leave a
+ * crash behind.
  */
-static int write_site(pid_t tid, const struct site *s, bool guarded, bool back)
+static int write_entry(pid_t tid, const struct site *s, bool guarded, bool back)
 {
 	uint8_t now[SITE_CTX_LEN];
 	struct site_write w;
@@ -88,8 +90,130 @@ static int write_site(pid_t tid, const struct site *s, bool guarded, bool back)
 	return r;
 }
 
-int sitewrite_all(pid_t pid, pid_t tid, struct site_list *sites, bool guard, char *why,
-		  size_t why_len)
+/*
+ * The words of [addr, addr + len) (addr 8-aligned, len whole words) where
+ * want differs from was, poked and read back: the walk's code.
+ */
+static int write_words(pid_t tid, uint64_t addr, const uint8_t *was, const uint8_t *want,
+		       size_t len)
+{
+	for (size_t k = 0; k < len; k += ARCH_WORD_LEN) {
+		uint64_t w, got;
+		int r;
+
+		if (!memcmp(was + k, want + k, ARCH_WORD_LEN))
+			continue;
+		memcpy(&w, want + k, sizeof(w));
+		r = ptrace_poke_word(tid, addr + k, w);
+		if (r == 0)
+			r = ptrace_peek_word(tid, addr + k, &got);
+		if (r == 0 && got != w)
+			r = -BTG_ERR_VERIFY;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * want[0, n) over the bytes at addr (n < a word: the bytes in backtrace()
+ * that name the walk), in one word whose other bytes are read first and
+ * kept, then read back.
+ */
+static int write_short(pid_t tid, uint64_t addr, const uint8_t *want, size_t n)
+{
+	uint8_t word[ARCH_WORD_LEN];
+	uint64_t w, got;
+	int r = ptrace_peek_word(tid, addr, &w);
+
+	if (r < 0)
+		return r;
+	memcpy(word, &w, sizeof(word));
+	if (!memcmp(word, want, n))
+		return 0;
+	memcpy(word, want, n);
+	memcpy(&w, word, sizeof(w));
+	r = ptrace_poke_word(tid, addr, w);
+	if (r == 0)
+		r = ptrace_peek_word(tid, addr, &got);
+	return r == 0 && got != w ? -BTG_ERR_VERIFY : r;
+}
+
+/*
+ * The walk of s to ours (or the file's; back: what s->walk's *_mem held,
+ * over the same bytes).  The order keeps every moment crash-free: the
+ * code is whole before the bytes in backtrace() name it; taking it away,
+ * those bytes name glibc's helper again in one write, and the code goes
+ * in a later one, once no thread can still call it (walk.h).
+ */
+static int write_walk(pid_t tid, const struct site *s, bool ours, bool back)
+{
+	const struct site_walk *w = &s->walk;
+	uint8_t code[WALK_CODE_MAX];
+	bool draining = !ours && walk_draining(s);
+	int r = 0;
+
+	if (!w->planned)
+		return 0;
+	memset(code, 0, sizeof(code));
+	if (ours)
+		memcpy(code, w->code_ours, w->code_len);
+	if (back) {
+		if (ours || draining)
+			r = write_short(tid, w->call, w->call_mem, ARCH_WALK_CALL_LEN);
+		if (r == 0 && !draining)
+			r = write_words(tid, w->code, code, w->code_mem, w->code_len);
+		return r;
+	}
+	if (ours) {
+		r = write_words(tid, w->code, w->code_mem, code, w->code_len);
+		return r ? r : write_short(tid, w->call, w->call_ours, ARCH_WALK_CALL_LEN);
+	}
+	if (draining)
+		return write_short(tid, w->call, w->call_orig, ARCH_WALK_CALL_LEN);
+	return write_words(tid, w->code, w->code_mem, code, w->code_len);
+}
+
+/* What s's walk holds after a write to form (write_walk()), as if read again. */
+static void walk_written(struct site *s, enum site_form form)
+{
+	struct site_walk *w = &s->walk;
+
+	if (!w->planned)
+		return;
+	if (form == SITE_FORM_WALK) {
+		memcpy(w->call_mem, w->call_ours, ARCH_WALK_CALL_LEN);
+		memcpy(w->code_mem, w->code_ours, w->code_len);
+	} else if (walk_draining(s)) {
+		memcpy(w->call_mem, w->call_orig, ARCH_WALK_CALL_LEN);
+	} else {
+		memset(w->code_mem, 0, w->code_len);
+	}
+	walk_classify(s);
+}
+
+/*
+ * s to form (back: as the stopped world's read found it, after a write to
+ * form).  What guards is written before what it replaces goes: to the
+ * walk, the walk then the entry back; to the stub or the file's, the
+ * entry then the walk.  So a daemon stopped between the two leaves the
+ * process guarded by either, or both.
+ */
+static int write_site(pid_t tid, const struct site *s, enum site_form form, bool back)
+{
+	bool walk = form == SITE_FORM_WALK, stub = form == SITE_FORM_STUB;
+	int r;
+
+	if (walk != back) {
+		r = write_walk(tid, s, walk, back);
+		return r ? r : write_entry(tid, s, stub, back);
+	}
+	r = write_entry(tid, s, stub, back);
+	return r ? r : write_walk(tid, s, walk, back);
+}
+
+int sitewrite_all(pid_t pid, pid_t tid, struct site_list *sites, bool guard, bool walk,
+		  char *why, size_t why_len)
 {
 	int r = 0;
 	size_t i;
@@ -97,9 +221,9 @@ int sitewrite_all(pid_t pid, pid_t tid, struct site_list *sites, bool guard, cha
 	for (i = 0; i < sites->n; i++) {
 		struct site *s = &sites->v[i];
 
-		if (!site_wants_write(guard, s))
+		if (!site_wants_write(site_form(guard, walk, s), s))
 			continue;
-		r = write_site(tid, s, guard, false);
+		r = write_site(tid, s, site_form(guard, walk, s), false);
 		if (r == -ESRCH)  /* the thread we write through was killed while held */
 			r = -BTG_ERR_GONE;
 		if (r < 0) {
@@ -113,8 +237,14 @@ int sitewrite_all(pid_t pid, pid_t tid, struct site_list *sites, bool guard, cha
 		for (i = 0; i < sites->n; i++) {
 			struct site *s = &sites->v[i];
 
-			if (site_wants_write(guard, s))
-				s->state = guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
+			enum site_form form = site_form(guard, walk, s);
+
+			if (!site_wants_write(form, s))
+				continue;
+			s->state = guard ? PROTO_SITE_GUARDED : PROTO_SITE_ORIGINAL;
+			s->entry_state = form == SITE_FORM_STUB ? PROTO_SITE_GUARDED :
+								  PROTO_SITE_ORIGINAL;
+			walk_written(s, form);
 		}
 		return 0;
 	}
@@ -128,12 +258,13 @@ int sitewrite_all(pid_t pid, pid_t tid, struct site_list *sites, bool guard, cha
 	 */
 	for (size_t j = i + 1; j-- > 0;) {
 		struct site *s = &sites->v[j];
-		bool wrote = site_wants_write(guard, s);   /* the states still say what was planned */
+		/* The states still say what was planned. */
+		bool wrote = site_wants_write(site_form(guard, walk, s), s);
 		int u;
 
 		if (!wrote)
 			continue;
-		u = write_site(tid, s, guard, true);
+		u = write_site(tid, s, site_form(guard, walk, s), true);
 		/* Killed meanwhile: its memory went with it, nothing is left half-patched. */
 		if (u == -ESRCH)
 			continue;

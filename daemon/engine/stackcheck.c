@@ -97,7 +97,7 @@ struct stackcheck {
 	bool defer;                    /* scans may go to the worker */
 	bool batch_refused;            /* it is busy or not running: scan here */
 	size_t inline_left;            /* threads still scanned here first */
-	struct stackcheck_span defer_spans[PROTO_MAX_SITES];
+	struct stackcheck_span defer_spans[STACKCHECK_MAX_SPANS];
 	size_t defer_nspans;
 	struct scanwork_batch *batch;  /* scans handed to the worker, or NULL */
 };
@@ -582,8 +582,12 @@ void stackcheck_defer_begin(struct stackcheck *sc, const struct stackcheck_span 
 			    size_t nspans)
 {
 	stackcheck_defer_end(sc);
-	if (nspans == 0 || nspans > PROTO_MAX_SITES)
+	if (nspans == 0 || nspans > STACKCHECK_MAX_SPANS)
 		return;
+	/* A hit the frames must confirm is judged here, where the thread's registers are. */
+	for (size_t i = 0; i < nspans; i++)
+		if (spans[i].kind != STACKCHECK_SPAN_BYTES)
+			return;
 	memcpy(sc->defer_spans, spans, nspans * sizeof(*spans));
 	sc->defer_nspans = nspans;
 	sc->inline_left = DEFER_AFTER_THREADS;
@@ -627,7 +631,123 @@ void stackcheck_defer_end(struct stackcheck *sc)
 	sc->defer = sc->batch_refused = false;
 }
 
+/* Whether pc lies in a span whose hits the frames confirm. */
+static bool in_confirm_span(uint64_t pc, const struct stackcheck_span *spans, size_t nspans)
+{
+	for (size_t i = 0; i < nspans; i++)
+		if (spans[i].kind != STACKCHECK_SPAN_BYTES && stackcheck_pc_unsafe(pc, &spans[i], 1))
+			return true;
+	return false;
+}
+
+/* The span pc lies in (the first), or NULL. */
+static const struct stackcheck_span *span_of(uint64_t pc, const struct stackcheck_span *spans,
+					     size_t nspans)
+{
+	for (size_t i = 0; i < nspans; i++)
+		if (stackcheck_pc_unsafe(pc, &spans[i], 1))
+			return &spans[i];
+	return NULL;
+}
+
+/*
+ * Whether the unwinder's frame a thread is inside (its registers as the
+ * frame holds them, and its stack [lo, hi)) holds an address in a CODE
+ * span: then the call hands the unwinder the walk's code, which it will
+ * call.  A frame we cannot read holds it, as far as we can tell.
+ */
+static bool callee_holds_code(pid_t tid, const uint64_t *regs, size_t nregs, uint64_t lo,
+			      uint64_t hi, const struct stackcheck_span *spans, size_t nspans)
+{
+	struct stackcheck_span code[STACKCHECK_MAX_SPANS];
+	uint64_t chunk[256], bytes = 0, pc;
+	size_t n = 0;
+
+	for (size_t i = 0; i < nspans; i++)
+		if (spans[i].kind == STACKCHECK_SPAN_CODE)
+			code[n++] = spans[i];
+	for (size_t i = 0; i < nregs; i++)
+		if (stackcheck_pc_unsafe(regs[i], code, n))
+			return true;
+	if (lo >= hi)
+		return false;
+	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
+				      &bytes, &pc) != 0;
+}
+
+/*
+ * A word of a confirm span found in a register or on the stack, judged by
+ * the thread's frames alone (libunwind-ptrace, through signal frames):
+ * -BTG_ERR_BUSY when a frame's PC lies in a CODE or WINDOW span (or any
+ * BYTES span), or returns to a CALLER span from an unwinder's frame that
+ * holds the code's address (hit filled); 0 when the walk reached the
+ * outermost frame without one (the word was stale); another negative
+ * code when the walk could not finish (the caller treats that as unsafe
+ * too).
+ */
+static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
+			     const struct stackcheck_span *spans, size_t nspans,
+			     struct stackcheck_hit *hit)
+{
+	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
+	uint64_t inner[ARCH_UNW_GPRS], inner_sp = 0;
+	unw_cursor_t cursor;
+	int r, frame = 0;
+
+	sc->walked++;
+	sc->regs = regs;
+	sc->stack_lo = m ? m->start : 0;
+	sc->stack_hi = m ? m->end : 0;
+	cache_empty(&sc->stack);
+	if (unw_init_remote(&cursor, sc->as, sc) < 0)
+		return -EFAULT;
+	for (;;) {
+		const struct stackcheck_span *in;
+		unw_word_t ip, sp, v;
+
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 ||
+		    unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0)
+			return -EFAULT;
+		in = span_of(ip, spans, nspans);
+		/* At the return itself (frame 0) the thread is back from the call. */
+		if (in && (in->kind != STACKCHECK_SPAN_CALLER ||
+			   (frame > 0 && callee_holds_code(tid, inner, ARCH_UNW_GPRS, inner_sp, sp,
+							   spans, nspans)))) {
+			hit->tid = tid;
+			hit->pc = ip;
+			hit->frame = frame;
+			hit->by_scan = false;
+			return -BTG_ERR_BUSY;
+		}
+		for (int i = 0; i < (int)ARCH_UNW_GPRS; i++)
+			inner[i] = unw_get_reg(&cursor, i, &v) < 0 ? 0 : v;
+		inner_sp = sp;
+		if (++frame >= WALK_MAX_FRAMES)
+			return -ELOOP;
+		r = unw_step(&cursor);
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			return -EFAULT;
+	}
+}
+
+static int check_thread_words(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
+			      const struct stackcheck_span *spans, size_t nspans,
+			      struct stackcheck_hit *hit);
+
 int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
+		      const struct stackcheck_span *spans, size_t nspans,
+		      struct stackcheck_hit *hit)
+{
+	int r = check_thread_words(sc, tid, regs, spans, nspans, hit);
+
+	if (r == -BTG_ERR_BUSY && hit->frame != 0 && in_confirm_span(hit->pc, spans, nspans))
+		return confirm_by_frames(sc, tid, regs, spans, nspans, hit);
+	return r;
+}
+
+static int check_thread_words(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		      const struct stackcheck_span *spans, size_t nspans,
 		      struct stackcheck_hit *hit)
 {
@@ -650,6 +770,21 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 		if (stackcheck_pc_unsafe(resume[i], spans, nspans)) {
 			hit->pc = resume[i];
 			hit->frame = i == 0 ? 0 : 1;  /* the PC executes now, the others later */
+			return -BTG_ERR_BUSY;
+		}
+	}
+	/*
+	 * Then every other register, as the stack's words are: one may hold
+	 * the address of code a guard wrote and will call it (libgcc's
+	 * unwinder keeps the segment walk's callback in one).
+	 */
+	uint64_t word;
+
+	for (size_t off = 0; off + sizeof(word) <= sizeof(*regs); off += sizeof(word)) {
+		memcpy(&word, (const uint8_t *)regs + off, sizeof(word));
+		if (stackcheck_pc_unsafe(word, spans, nspans)) {
+			hit->pc = word;
+			hit->frame = 1;
 			return -BTG_ERR_BUSY;
 		}
 	}

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "arch.h"
+#include "proto.h"
 #include "procfs.h"
 #include "stackcheck_scan.h"
 
@@ -26,6 +27,9 @@ struct stackcheck_hit {
 };
 
 struct stackcheck;
+
+/* Spans one check takes at most: a site's entry, and its walk's changes (activeness.c). */
+#define STACKCHECK_MAX_SPANS (4u * PROTO_MAX_SITES)
 
 /*
  * Prepares checks of one process: allocations and the unwinder's address

@@ -12,9 +12,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Bytes that will change; a resume PC p is unsafe when lo < p < hi. */
+/*
+ * What a span is.  BYTES: bytes that will change.  The others are the
+ * segment walk's, taken away (activeness.c), where a word on the stack or
+ * in a register other than the PC may be stale (the walk's code is
+ * returned into all the time, and live frames keep old words in their
+ * unwritten slots), so such a hit is judged by the thread's frames alone
+ * (stackcheck.c): CODE, the code, which a frame must not be in; WINDOW,
+ * the instructions between the bytes that name the code and the call
+ * that hands it to the unwinder, which a thread must not be at; CALLER,
+ * the return from that call: a thread inside it is in the way only when
+ * the unwinder's frame holds the code's address.
+ */
+enum stackcheck_span_kind {
+	STACKCHECK_SPAN_BYTES = 0,
+	STACKCHECK_SPAN_CODE,
+	STACKCHECK_SPAN_WINDOW,
+	STACKCHECK_SPAN_CALLER,
+};
+
+/* A resume PC p is unsafe when lo < p < hi. */
 struct stackcheck_span {
 	uint64_t lo, hi;
+	enum stackcheck_span_kind kind;
 };
 
 /* True when a thread resuming at pc would execute from inside a span. */

@@ -152,9 +152,10 @@ static bool is_stack_switcher(const char *path)
 {
 	const char *f = file_name(path);
 
-	if (strncmp(f, "_greenlet", 9) != 0 || !strstr(f, ".so"))
+	if (strncmp(f, SELECT_SWITCHER_PREFIX, strlen(SELECT_SWITCHER_PREFIX)) != 0 ||
+	    !strstr(f, SELECT_SWITCHER_SUFFIX))
 		return false;
-	return strstr(path, "/greenlet/") || strstr(path, "/gevent/");
+	return strstr(path, SELECT_SWITCHER_DIR0) || strstr(path, SELECT_SWITCHER_DIR1);
 }
 
 enum select_risk select_risk(const char *const *objects, size_t nobjects, const char **ret_torch,

@@ -57,6 +57,18 @@ int select_parse_cgroup_buf(const char *buf, size_t len, char *out, size_t out_l
 			    const char **paths, size_t max_paths, size_t *ret_n);
 
 /* Why a process is at risk, as select_risk answers it. */
+/*
+ * A stack switcher, as the at-risk check and the segment walk (which the
+ * daemon writes into a guarded process, engine/walk.c) both know it: an
+ * object whose file name starts with SELECT_SWITCHER_PREFIX and holds
+ * SELECT_SWITCHER_SUFFIX, under a directory named one of
+ * SELECT_SWITCHER_DIRS (greenlet's extension; gevent's older copy).
+ */
+#define SELECT_SWITCHER_PREFIX "_greenlet"
+#define SELECT_SWITCHER_SUFFIX ".so"
+#define SELECT_SWITCHER_DIR0   "/greenlet/"
+#define SELECT_SWITCHER_DIR1   "/gevent/"
+
 enum select_risk {
 	SELECT_RISK_NONE = 0,             /* no torch, or no stack-switching library */
 	SELECT_RISK_AT_RISK,              /* maps torch's c10 and a coroutine library */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "patch.h"
 #include "queue.h"
 #include "timeutil.h"
 
@@ -359,7 +360,8 @@ static void start_target(struct queue *q, struct queue_entry *e)
 
 	log_msg(LOG_DEBUG, "client pid=%d: %s of PID %d starts", (int)e->caller.pid,
 		proto_action_name(e->action), t->pid);
-	r = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);
+	r = action_start(&e->caller, e->action | (e->walk ? PATCH_WALK : 0), e->deadline_ms, t, e->res,
+			 &e->job, &e->wake_ms);
 	if (r == ACTION_AGAIN || r == ACTION_ARMED) {
 		activate(q, e, operates(e, t) ? t->ours : 0);
 		if (r == ACTION_ARMED && !interim(e))
@@ -451,6 +453,7 @@ static int submit(struct queue *q, struct queue_entry *e, const struct queue_ops
 	e->interims = 0;
 	e->failed = 0;
 	e->tree = (flags & PROTO_FLAG_TREE) && action != PROTO_ACTION_STATUS;
+	e->walk = (flags & PROTO_FLAG_WALK) && action == PROTO_ACTION_GUARD;
 	e->relists = 0;
 	e->relist_from = 0;
 	/* A first step at once: most requests are done with it. */

@@ -70,6 +70,7 @@ struct queue_entry {
 	uint32_t interims;          /* extra RESULTs sent so far (at-exec's "armed") */
 	uint32_t failed;            /* RESULTs so far that carry an error */
 	bool tree;                  /* guard/unguard --tree: children listed again after */
+	bool walk;                  /* guard --backtraces=segment (PROTO_FLAG_WALK) */
 	unsigned relists;           /* rounds of that so far */
 	size_t relist_from;         /* targets[relist_from..] ran since the last round */
 	struct action_job *job;     /* the target in progress, when one is */

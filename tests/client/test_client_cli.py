@@ -483,7 +483,7 @@ def test_json_success_shape(fake):
         "message": "", "uid": None, "user": None, "command": "", "risk": None,
         "risk_reason": "", "warnings": [],
         "sites": [{"object": LIBC, "address": "0x7f1234560000", "state": "guarded",
-                   "bound": False, "breakpoint": False}],
+                   "bound": False, "breakpoint": False, "backtraces": "empty"}],
         "pause_us": 412, "check_us": 300,
     }]
 

@@ -4,6 +4,9 @@
 Each folder under daemon/ is a layer, ranked below; a file may include
 headers of its own layer or of a lower one, never of a higher.  proto/ and
 daemon/arch/<cpu>/ are below every layer, daemon/main.c above them all.
+daemon/target/ is no layer: code that runs inside a guarded process,
+built freestanding, which includes its own headers alone (the daemon may
+include them, as it does arch's).
 Within engine/, the ptrace files keep their boundary: ptrace.c alone calls
 ptrace(2), and their private header stays theirs.
 Needs no build, no root and no target process (part of `make check-quick`).
@@ -27,9 +30,12 @@ KNOWN_UPWARD = set()   # (file, header) pairs still to cut, each with its reason
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
+NOT_LAYERS = ("arch", "target")
+
+
 def daemon_files():
     return sorted(p for p in DAEMON.rglob("*.[ch]")
-                  if p.relative_to(DAEMON).parts[0] != "arch")
+                  if p.relative_to(DAEMON).parts[0] not in NOT_LAYERS)
 
 
 def rank_of_file(path):
@@ -48,6 +54,9 @@ def header_ranks():
         ranks[p.name] = BOTTOM
     for p in (DAEMON / "arch").rglob("*.h"):
         ranks[p.name] = BOTTOM
+    for p in (DAEMON / "target").glob("*.h"):
+        ranks[p.name] = BOTTOM
+    ranks["walk_code.h"] = BOTTOM   # generated from daemon/target/walk_code.c (build/gen/)
     for p in daemon_files():
         if p.suffix == ".h":
             assert p.name not in ranks, f"{p.name} exists twice on the quote path"
@@ -68,7 +77,7 @@ def upward_includes():
 
 
 def test_every_layer_is_a_folder_the_makefile_builds():
-    folders = sorted(d.name for d in DAEMON.iterdir() if d.is_dir() and d.name != "arch")
+    folders = sorted(d.name for d in DAEMON.iterdir() if d.is_dir() and d.name not in NOT_LAYERS)
     assert folders == sorted(LAYERS)
     makefile = (REPO / "Makefile").read_text()
     m = re.search(r"^DAEMON_LAYERS\s*:=\s*(.*)$", makefile, re.M)
@@ -102,11 +111,25 @@ def test_documents_name_daemon_files_that_exist():
     assert not missing, "documents name daemon files that do not exist: " + "; ".join(sorted(missing))
 
 
+def test_target_code_includes_its_own_headers_alone():
+    """What runs inside a guarded process sees no daemon header and no libc
+    one (it is built freestanding): its own headers and <stddef.h>,
+    <stdint.h> alone."""
+    target = DAEMON / "target"
+    own = {p.name for p in target.glob("*.h")}
+    system = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
+    for p in [*target.glob("*.c"), *target.glob("*.h")]:
+        text = p.read_text()
+        assert set(INCLUDE.findall(text)) <= own, f"{p.relative_to(REPO)} includes a daemon header"
+        assert set(system.findall(text)) <= {"stddef.h", "stdint.h"}, \
+            f"{p.relative_to(REPO)} includes a library header"
+
+
 def test_hacking_names_every_daemon_file():
     """HACKING.md's Layout names every module (a header alone when it has
     no .c), so the map does not fall behind the tree again."""
     hacking = (REPO / "HACKING.md").read_text()
-    files = daemon_files()
+    files = daemon_files() + sorted((DAEMON / "target").glob("*.[ch]"))
     stems_with_c = {p.stem for p in files if p.suffix == ".c"}
     missing = [str(p.relative_to(DAEMON)) for p in files
                if (p.suffix == ".c" or p.stem not in stems_with_c)

@@ -79,8 +79,8 @@ MUTANTS = [
      [("\tif (uid != 0 && mine >= FOLLOWS_PER_UID) {", "\tif (uid != 0 && mine >= FOLLOWS_MAX) {")],
      ["unit", "test_follow_share.py::test_one_user_cannot_take_every_follow_slot"]),
     ("a busy target retried within its turn (the loop held until it is free)", "daemon/request/queue.c",
-     [("\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n",
-       "\tr = action_start(&e->caller, e->action, e->deadline_ms, t, e->res, &e->job, &e->wake_ms);\n"
+     [("\t\t\t &e->job, &e->wake_ms);\n",
+       "\t\t\t &e->job, &e->wake_ms);\n"
        "\twhile (r == ACTION_AGAIN) {\n"
        "\t\tnanosleep(&(struct timespec){ 0, 1000000 }, NULL);\n"
        "\t\tr = action_step(e->job, &e->wake_ms);\n"

@@ -305,8 +305,16 @@ static void request_encoder_refuses_invalid(void **state)
 	req->action = 0x7f;
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
 	req->action = PROTO_ACTION_GUARD;
-	req->flags = 0x02;
+	req->flags = 0x04;
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
+	/* WALK is a form of guard: never with another action. */
+	req->action = PROTO_ACTION_UNGUARD;
+	req->flags = PROTO_FLAG_WALK;
+	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
+	req->action = PROTO_ACTION_STATUS;
+	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
+	req->action = PROTO_ACTION_GUARD;
+	assert_true(proto_encode_request(req, buf, sizeof(buf)) > 0);
 	req->flags = 0;
 	req->deadline_ms = PROTO_MAX_DEADLINE_MS + 1;
 	assert_int_equal(proto_encode_request(req, buf, sizeof(buf)), -EINVAL);
@@ -340,7 +348,9 @@ static void request_decoder_rejections(void **state)
 	REJECT(0, 0, 0, 0, 1, 5);                             /* unknown action */
 	REJECT(0x7f, 0, 0, 0, 1, 5);
 	REJECT(0xff, 0, 0, 0, 1, 5);
-	REJECT(PROTO_ACTION_GUARD, 0x02, 0, 0, 1, 5);         /* unknown flag bits */
+	REJECT(PROTO_ACTION_GUARD, 0x04, 0, 0, 1, 5);         /* unknown flag bits */
+	REJECT(PROTO_ACTION_UNGUARD, PROTO_FLAG_WALK, 0, 0, 1, 5);   /* WALK: guard only */
+	REJECT(PROTO_ACTION_AT_EXEC, PROTO_FLAG_WALK, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0x80, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0, 1, 0, 1, 5);            /* reserved != 0 */
 	REJECT(PROTO_ACTION_GUARD, 0, 0x100, 0, 1, 5);
@@ -774,7 +784,7 @@ static void result_decoder_rejections(void **state)
 	REJECT();
 	raw_result_head(r, PROTO_PROC_GUARDED, 0, 1);
 	raw_msg(r, "", 0);
-	raw_site(r, 1, PROTO_SITE_ORIGINAL, 4, "/o", 2);   /* unknown site flag */
+	raw_site(r, 1, PROTO_SITE_ORIGINAL, 8, "/o", 2);   /* unknown site flag */
 	REJECT();
 
 	/* Unknown action; non-positive pid. */

@@ -541,7 +541,8 @@ static void classify_endbr64_stub_placement_matters(void **state)
 
 static void pc_unsafe_only_strictly_inside(void **state)
 {
-	struct stackcheck_span s[2] = { { 0x1000, 0x1003 }, { 0x2004, 0x2007 } };
+	struct stackcheck_span s[2] = { { 0x1000, 0x1003, STACKCHECK_SPAN_BYTES },
+					{ 0x2004, 0x2007, STACKCHECK_SPAN_BYTES } };
 	(void)state;
 	/* At the first byte a thread starts the new instructions cleanly. */
 	assert_false(stackcheck_pc_unsafe(0x1000, s, 2));
@@ -557,7 +558,7 @@ static void pc_unsafe_only_strictly_inside(void **state)
 
 static void scan_words_finds_return_address(void **state)
 {
-	struct stackcheck_span s = { 0x7f0000001000, 0x7f0000001003 };
+	struct stackcheck_span s = { 0x7f0000001000, 0x7f0000001003, STACKCHECK_SPAN_BYTES };
 	uint64_t words[6] = { 0, 0x7f0000001000, 0x7f0000001003, 42, 0x7f0000001002, 7 };
 	uint64_t pc = 0;
 	(void)state;

@@ -10,6 +10,9 @@
 
 #include "arch.h"
 
+/* libunwind's numbers of the general registers: 0 to ARCH_UNW_GPRS - 1 (x0 to x30). */
+#define ARCH_UNW_GPRS 31u
+
 static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
 {
 	/* UNW_AARCH64_X0..X30 are 0..30, in the order of user_regs_struct.regs. */

@@ -10,6 +10,9 @@
 
 #include "arch.h"
 
+/* libunwind's numbers of the general registers: 0 to ARCH_UNW_GPRS - 1 (rax to r15). */
+#define ARCH_UNW_GPRS 16u
+
 static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
 {
 	switch (regnum) {
