@@ -2,7 +2,7 @@
 /*
  * coro_crash: the greenlet crash, made deterministic in a page of C.
  *
- * Usage: coro_crash [--pause-file PATH] [--threads N]
+ * Usage: coro_crash [--pause-file PATH] [--threads N] [--switch-lib PATH]
  *
  * Two coroutines share ONE stack region and, like greenlet, copy their
  * stack slice out to a heap buffer when they switch out and back in when
@@ -31,8 +31,13 @@
  * process is then idle inside the coroutine, on the shared stack, which is
  * the state an operator guards.  When backtrace() returns, A prints
  * "frames N" and the program exits 0; guarded, N is 0.  --threads N adds N
- * idle threads for the daemon to stop.
+ * idle threads for the daemon to stop.  --switch-lib PATH runs the switch
+ * code of PATH (libcoroswitch.c, copied under greenlet's name) instead of
+ * the built-in copy; guarded with the segment walk, backtrace() then ends
+ * at its trampoline and A prints "first victim_body", "last
+ * coro_trampoline".
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -62,61 +67,21 @@ struct coro {
 	int done;
 };
 
-/* Both are assembly below.  coro_switch saves the callee-saved registers
- * and the stack pointer into *save_sp, loads load_sp and returns into
- * whatever frame load_sp holds. */
-void coro_switch(void **save_sp, void *load_sp) __attribute__((visibility("hidden")));
-void coro_trampoline(void) __attribute__((visibility("hidden")));
-void coro_entry(struct coro *c) __attribute__((visibility("hidden"), noreturn));
-
 /*
- * The entry trampoline.  Entered by coro_switch's `ret` with rsp == stop
- * and the coroutine in rbx.  Its CFI is the default one for a called
- * function (CFA = rsp + 8, return address at [CFA - 8] == [stop]): it does
- * not say that the frame above was switched away, which a correct
- * trampoline would (`.cfi_undefined rip` ends the walk here).  That is the
- * bug this victim reproduces, as greenlet's switch frame does.
+ * The switch code (coroswitch.h): built in, or, with --switch-lib, the
+ * copy in a shared object of its own, as greenlet's lives in its
+ * extension (a stack switcher the segment walk knows by its file name).
  */
-__asm__(
-	"	.text\n"
-	"	.globl coro_trampoline\n"
-	"	.hidden coro_trampoline\n"
-	"	.type coro_trampoline, @function\n"
-	"coro_trampoline:\n"
-	"	.cfi_startproc\n"
-	"	subq $8, %rsp\n"                /* 16-byte alignment for the call */
-	"	.cfi_adjust_cfa_offset 8\n"
-	"	movq %rbx, %rdi\n"
-	"	call coro_entry\n"
-	"	ud2\n"                          /* coro_entry never returns */
-	"	.cfi_endproc\n"
-	"	.size coro_trampoline, .-coro_trampoline\n"
-	"\n"
-	"	.globl coro_switch\n"
-	"	.hidden coro_switch\n"
-	"	.type coro_switch, @function\n"
-	"coro_switch:\n"
-	/* No CFI: nothing unwinds through a switch in progress. */
-	"	pushq %rbp\n"
-	"	pushq %rbx\n"
-	"	pushq %r12\n"
-	"	pushq %r13\n"
-	"	pushq %r14\n"
-	"	pushq %r15\n"
-	"	movq %rsp, (%rdi)\n"
-	"	movq %rsi, %rsp\n"
-	"	popq %r15\n"
-	"	popq %r14\n"
-	"	popq %r13\n"
-	"	popq %r12\n"
-	"	popq %rbx\n"
-	"	popq %rbp\n"
-	"	ret\n"
-	"	.size coro_switch, .-coro_switch\n");
+#define CORO_VISIBILITY ".hidden"
+#include "coroswitch.h"
+
+static void (*switch_fn)(void **save_sp, void *load_sp) = coro_switch;
+static void (*trampoline_fn)(void) = coro_trampoline;
+void coro_entry(struct coro *c) __attribute__((noreturn));
 
 /* The frame coro_switch pops on a coroutine's first run. */
 struct first_frame {
-	uint64_t r15, r14, r13, r12, rbx, rbp;
+	uint64_t r15, r14, r13, r12, rbx, rbp;   /* r12: coro_entry, rbx: the coroutine */
 	uint64_t ret;                   /* coro_trampoline */
 };
 
@@ -133,7 +98,7 @@ static void die(const char *what)
 
 static void coro_yield(void)
 {
-	coro_switch(&current->sp, main_sp);
+	switch_fn(&current->sp, main_sp);
 }
 
 void coro_entry(struct coro *c)
@@ -148,7 +113,8 @@ static void coro_init(struct coro *c, char *stop, void (*body)(struct coro *))
 {
 	struct first_frame f = {
 		.rbx = (uint64_t)(uintptr_t)c,
-		.ret = (uint64_t)(uintptr_t)coro_trampoline,
+		.r12 = (uint64_t)(uintptr_t)coro_entry,
+		.ret = (uint64_t)(uintptr_t)trampoline_fn,
 	};
 
 	/* At a function's entry rsp + 8 is 16-byte aligned (SysV ABI). */
@@ -172,7 +138,7 @@ static void coro_resume(struct coro *c)
 
 	memcpy(c->sp, c->saved, c->saved_len);
 	current = c;
-	coro_switch(&main_sp, c->sp);
+	switch_fn(&main_sp, c->sp);
 	current = NULL;
 	len = (size_t)(c->stop - (char *)c->sp);
 	free(c->saved);
@@ -193,8 +159,16 @@ static void wait_for_file(const char *path)
 		nanosleep(&tick, NULL);
 }
 
+static const char *name_of(void *pc)
+{
+	Dl_info info;
+
+	return dladdr(pc, &info) && info.dli_sname ? info.dli_sname : "?";
+}
+
 /* Coroutine A: parks once, then (resumed from elsewhere) walks its stack. */
-static void victim_body(struct coro *c)
+void victim_body(struct coro *c);
+void victim_body(struct coro *c)
 {
 	void *frames[BT_CAP];
 	int n;
@@ -205,6 +179,9 @@ static void victim_body(struct coro *c)
 		wait_for_file(pause_file);
 	n = backtrace(frames, BT_CAP);
 	printf("frames %d\n", n);
+	/* Where the walk began and ended, by the nearest exported name (-rdynamic). */
+	if (n > 0)
+		printf("first %s\nlast %s\n", name_of(frames[0]), name_of(frames[n - 1]));
 	fflush(stdout);
 }
 
@@ -248,6 +225,14 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--pause-file") == 0 && i + 1 < argc) {
 			pause_file = argv[++i];
+		} else if (strcmp(argv[i], "--switch-lib") == 0 && i + 1 < argc) {
+			void *lib = dlopen(argv[++i], RTLD_NOW);
+
+			if (!lib || !(switch_fn = (void (*)(void **, void *))dlsym(lib, "coro_switch")) ||
+			    !(trampoline_fn = (void (*)(void))dlsym(lib, "coro_trampoline"))) {
+				fprintf(stderr, "coro_crash: %s\n", dlerror());
+				return 2;
+			}
 		} else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
 			nthreads = atoi(argv[++i]);
 			if (nthreads < 0 || nthreads > MAX_THREADS)
@@ -290,6 +275,7 @@ int main(int argc, char **argv)
 	return 0;
 
 usage:
-	fprintf(stderr, "usage: %s [--pause-file PATH] [--threads N]\n", argv[0]);
+	fprintf(stderr, "usage: %s [--pause-file PATH] [--threads N] [--switch-lib PATH]\n",
+		argv[0]);
 	return 2;
 }
