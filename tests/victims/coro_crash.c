@@ -2,7 +2,8 @@
 /*
  * coro_crash: the greenlet crash, made deterministic in a page of C.
  *
- * Usage: coro_crash [--pause-file PATH] [--threads N] [--switch-lib PATH]
+ * Usage: coro_crash [--pause-file PATH] [--threads N]
+ *                   [--switch-lib PATH [--load-when PATH]]
  *
  * Two coroutines share ONE stack region and, like greenlet, copy their
  * stack slice out to a heap buffer when they switch out and back in when
@@ -35,7 +36,8 @@
  * code of PATH (libcoroswitch.c, copied under greenlet's name) instead of
  * the built-in copy; guarded with the segment walk, backtrace() then ends
  * at its trampoline and A prints "first victim_body", "last
- * coro_trampoline".
+ * coro_trampoline".  --load-when FILE loads it only once FILE exists
+ * (after printing "waiting"): a switcher loaded after the guard.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -149,14 +151,19 @@ static void coro_resume(struct coro *c)
 	c->saved_len = len;
 }
 
-static void wait_for_file(const char *path)
+static void wait_quietly(const char *path)
 {
 	const struct timespec tick = { 0, 10 * 1000 * 1000 };
 
-	printf("paused\n");
-	fflush(stdout);
 	while (access(path, F_OK) != 0)
 		nanosleep(&tick, NULL);
+}
+
+static void wait_for_file(const char *path)
+{
+	printf("paused\n");
+	fflush(stdout);
+	wait_quietly(path);
 }
 
 static const char *name_of(void *pc)
@@ -207,6 +214,25 @@ static void scribbler_body(struct coro *c)
 	coro_yield();
 }
 
+/* The switch code of lib, loaded once the file load_when exists (at once without). */
+static int load_switch(const char *lib, const char *load_when)
+{
+	void *h;
+
+	if (load_when) {
+		printf("waiting\n");
+		fflush(stdout);
+		wait_quietly(load_when);
+	}
+	h = dlopen(lib, RTLD_NOW);
+	if (!h || !(switch_fn = (void (*)(void **, void *))dlsym(h, "coro_switch")) ||
+	    !(trampoline_fn = (void (*)(void))dlsym(h, "coro_trampoline"))) {
+		fprintf(stderr, "coro_crash: %s\n", dlerror());
+		return -1;
+	}
+	return 0;
+}
+
 static void *idle_thread(void *arg)
 {
 	(void)arg;
@@ -219,6 +245,7 @@ int main(int argc, char **argv)
 {
 	void *frames[BT_CAP];
 	char *stack, *top;
+	const char *switch_lib = NULL, *load_when = NULL;
 	int nthreads = 0;
 	pthread_t t;
 
@@ -226,13 +253,9 @@ int main(int argc, char **argv)
 		if (strcmp(argv[i], "--pause-file") == 0 && i + 1 < argc) {
 			pause_file = argv[++i];
 		} else if (strcmp(argv[i], "--switch-lib") == 0 && i + 1 < argc) {
-			void *lib = dlopen(argv[++i], RTLD_NOW);
-
-			if (!lib || !(switch_fn = (void (*)(void **, void *))dlsym(lib, "coro_switch")) ||
-			    !(trampoline_fn = (void (*)(void))dlsym(lib, "coro_trampoline"))) {
-				fprintf(stderr, "coro_crash: %s\n", dlerror());
-				return 2;
-			}
+			switch_lib = argv[++i];
+		} else if (strcmp(argv[i], "--load-when") == 0 && i + 1 < argc) {
+			load_when = argv[++i];
 		} else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
 			nthreads = atoi(argv[++i]);
 			if (nthreads < 0 || nthreads > MAX_THREADS)
@@ -241,6 +264,8 @@ int main(int argc, char **argv)
 			goto usage;
 		}
 	}
+	if (switch_lib && load_switch(switch_lib, load_when) < 0)
+		return 2;
 	for (int i = 0; i < nthreads; i++) {
 		errno = pthread_create(&t, NULL, idle_thread, NULL);
 		if (errno)
@@ -275,7 +300,7 @@ int main(int argc, char **argv)
 	return 0;
 
 usage:
-	fprintf(stderr, "usage: %s [--pause-file PATH] [--threads N] [--switch-lib PATH]\n",
-		argv[0]);
+	fprintf(stderr, "usage: %s [--pause-file PATH] [--threads N] [--switch-lib PATH "
+		"[--load-when PATH]]\n", argv[0]);
 	return 2;
 }

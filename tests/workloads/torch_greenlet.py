@@ -25,8 +25,11 @@ Two patterns, both run by --mode all (the default), gevent first:
 --threads N calls torch.set_num_threads(N) and runs a matmul first, so the
 intra-op thread pools exist (dozens of threads for a guard to stop).
 --pause-file PATH: after all imports and set-up, print "paused" and wait
-until PATH exists.  At the end it prints "errors N ok" (N RuntimeErrors,
-each checked) and exits 0; a wrong count or message exits 1.
+until PATH exists.  At the end it prints "cpp frames MIN MAX" (the C++
+frames torch put in the messages, TORCH_SHOW_CPP_STACKTRACES=1), the
+first message's "cpp first frame #0: ..." when it has one, and "errors N
+ok" (N RuntimeErrors, each checked), and exits 0; a wrong count or
+message exits 1.
 """
 
 import argparse
@@ -47,6 +50,8 @@ class Tally:
         self.count = 0
         self.first = None
         self.problems = []
+        self.cpp_frames = []      # C++ frames each message carries
+        self.cpp_first = None     # the first message's frame #0
 
     def shape_error(self):
         """Raises one torch shape error and catches it as RuntimeError."""
@@ -59,6 +64,10 @@ class Tally:
             self.count += 1
             if self.first is None:
                 self.first = f"{type(e).__name__}: {msg.splitlines()[0]}"
+            frames = [line for line in msg.splitlines() if line.startswith("frame #")]
+            self.cpp_frames.append(len(frames))
+            if self.cpp_first is None and frames:
+                self.cpp_first = frames[0]
             return
         self.problems.append("torch.mm accepted mismatched shapes")
 
@@ -144,6 +153,11 @@ def main():
     if tally.problems:
         return 1
     print(f"first {tally.first}")
+    # With TORCH_SHOW_CPP_STACKTRACES=1, torch 1.x's messages carry the C++
+    # frames backtrace() gave c10::Error: none under the empty stub.
+    print(f"cpp frames {min(tally.cpp_frames)} {max(tally.cpp_frames)}")
+    if tally.cpp_first:
+        print(f"cpp first {tally.cpp_first}")
     print(f"errors {tally.count} ok", flush=True)
     return 0
 
