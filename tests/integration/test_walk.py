@@ -263,3 +263,40 @@ def test_where_the_walk_cannot_be_made_the_stub_goes_and_the_answer_says_why(dae
     text = daemon.ctl("guard", "--backtraces=segment", v.pid, json=False, check=0).stdout
     assert "segment walk at 1 of 2 guarded" in text, text
     v.assert_alive()
+
+
+# ------------------------------------------ a call still using the code --
+
+@pytest.mark.parametrize("to", ["unguard", "empty"])
+def test_a_call_that_took_the_code_keeps_it_until_done(daemon, victim, to):
+    """A thread held inside the unwinder's call (bt_park: its signal handler
+    waits while the walk is between two frames) was handed the walk's code
+    and will call it again: taking the walk away (unguard, or the empty
+    stub instead) names glibc's helper again at once, and leaves the code
+    in place, busy, until that call is done; then it goes."""
+    v = victim("bt_park", stdin=True)
+    lines = Lines(v.proc)
+    walk_guard(daemon, v.pid)
+
+    def say(word):
+        v.proc.stdin.write(word.encode() + b"\n")
+        v.proc.stdin.flush()
+
+    say("park")
+    assert lines.next() == "parked"
+    args = ("unguard", v.pid) if to == "unguard" else ("guard", "--backtraces=empty", v.pid)
+    r = daemon.ctl("--deadline", 300, *args)
+    res = one(r, v.pid, args[0])
+    assert res["ok"] is False and res["error"] == "busy", res
+    assert "inside the bytes to change" in res["message"], res
+    # The first write is in: new calls get glibc's helper (or the stub).
+    assert libc_site(res)["state"] == ("original" if to == "unguard" else "guarded"), res
+    (start, end, _), = libc_text_mappings(v.pid)
+    assert any(read_mem(v.pid, end - 1024, 1024)), "the code went while a call still used it"
+    say("release")
+    assert lines.next().startswith("released ")
+    v.assert_alive()
+    res = one(daemon.ctl(*args, check=0), v.pid, args[0])
+    assert res["ok"] is True, res
+    assert not any(read_mem(v.pid, end - 1024, 1024))
+    v.assert_alive()

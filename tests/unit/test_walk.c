@@ -121,9 +121,14 @@ static void derive_refuses_other_shapes(void **state)
 	at = find(c, sizeof(c), call_rax, sizeof(call_rax));
 	c[at + 1] = 0xd1;   /* call *%rcx */
 	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
-	/* The helper's lea not right after the argument's. */
+	/* The helper's lea not right after the argument's: the two swapped. */
 	memcpy(c, debian12, sizeof(c));
 	at = find(c, sizeof(c), lea_rsi, sizeof(lea_rsi));
+	memcpy(c + at, debian12 + at + 4, 7);
+	memcpy(c + at + 7, debian12 + at, 4);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	/* No lea of the argument at all. */
+	memcpy(c, debian12, sizeof(c));
 	memcpy(c + at, (const uint8_t[]){ 0x90, 0x90, 0x90, 0x90 }, 4);
 	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
 	/* A second lea into %rdi: which one names the helper is not certain. */
