@@ -114,6 +114,15 @@ def test_hacking_names_every_daemon_file():
     assert not missing, "HACKING.md's Layout does not name: " + ", ".join(missing)
 
 
+def test_hacking_names_every_proto_file():
+    """The same for proto/, which the daemon, the client and the fuzzers link:
+    each of its sources is named in the Layout with what it owns."""
+    hacking = (REPO / "HACKING.md").read_text()
+    missing = [p.name for p in sorted((REPO / "proto").glob("*.c"))
+               if not re.search(rf"`proto/{re.escape(p.name)}`", hacking)]
+    assert not missing, "HACKING.md's Layout does not name: proto/" + ", proto/".join(missing)
+
+
 # Modules (x.c with x.h; x_int.h, shared by x's files, is x's) that include one another
 # in a ring, each ring with why it is tolerated for now.
 KNOWN_RINGS = []   # module sets still including one another, each with its reason
