@@ -16,7 +16,8 @@
  *     attempts, and each re-reads the maps and sites first:
  *     a. find the processes sharing the address space (vmshare.c): they run
  *        the same bytes, so they are held and checked like threads; the
- *        caller must be allowed to act on each;
+ *        caller must be allowed to act on each (one that cannot be held is
+ *        refused as facts, which request/action.c puts in words);
  *     b. if a thread is in uninterruptible sleep it could not stop and could
  *        not then be released: back off instead of seizing; read every
  *        object's unwind table header while the target still runs (they
@@ -387,6 +388,11 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	*ret_wake_ms = t_ms + j->backoff_ms < until_ms ? t_ms + j->backoff_ms : until_ms;
 	j->backoff_ms = j->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : j->backoff_ms * 2;
 	return PATCH_AGAIN;
+}
+
+const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j)
+{
+	return j->a.refused.why != SHARER_NONE ? &j->a.refused : NULL;
 }
 
 int patch_cancel(struct patch_job *j, int err, const char *why)

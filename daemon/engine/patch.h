@@ -13,6 +13,7 @@
 
 #include "proto.h"
 #include "auth.h"
+#include "sharer_refusal.h"
 
 /*
  * What pins the target: a pidfd and its start time, taken when the request
@@ -54,6 +55,13 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
  * return value is 0 or the negative code also stored in res->error.
  */
 int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
+
+/*
+ * After patch_step() answered -BTG_ERR_SHARED: the sharer that could not be
+ * held, or NULL when the refusal was about no one process (res->message
+ * then says it).  Lives as long as j.
+ */
+const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j);
 
 /* Answers without another attempt (err, why), with the sites as they are now. */
 int patch_cancel(struct patch_job *j, int err, const char *why);

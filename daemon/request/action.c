@@ -8,7 +8,9 @@
  * What a caller may learn (SECURITY.md, "What a refused caller learns"):
  * a PID it may not act on is answered "denied: you may not act on it" and
  * nothing more; if the caller's own /proc hides such processes
- * (hidepid=invisible), exactly as if no process had that PID.
+ * (hidepid=invisible), exactly as if no process had that PID.  The engine
+ * answers in facts where that matters (which process shares the memory
+ * and could not be held); the words, and whether they name it, are here.
  */
 #include <errno.h>
 #include <limits.h>
@@ -62,6 +64,30 @@ static int answer(int err, int32_t asked, char *why, size_t why_len)
 		break;
 	}
 	return err;
+}
+
+/*
+ * A process sharing the target's memory could not be held (the engine's
+ * facts): root is told which and why; anyone else neither, as it may be a
+ * process the caller may not see.
+ */
+static void say_sharer(const struct auth_caller *caller, const struct sharer_refusal *s,
+		       char *why, size_t why_len)
+{
+	bool named = caller->uid == 0;
+
+	if (s->why == SHARER_UNCOMPARED && named)
+		snprintf(why, why_len, "cannot tell whether process %d shares this address space (kcmp: %s)",
+			 s->pid, strerror(-s->err));
+	else if (s->why == SHARER_UNCOMPARED)
+		snprintf(why, why_len,
+			 "cannot tell whether another process shares this address space (kcmp: %s)",
+			 strerror(-s->err));
+	else if (named)
+		snprintf(why, why_len, "process %d shares this address space and cannot be held with it: %s",
+			 s->pid, s->detail);
+	else
+		snprintf(why, why_len, "another process shares this address space, and you may not act on it");
 }
 
 /* ---------------------------------------------------------- the turn -- */
@@ -423,6 +449,9 @@ static int step(struct action_job *j, uint64_t *ret_wake_ms)
 	r = patch_step(j->patch, ret_wake_ms);
 	if (r == PATCH_AGAIN)
 		return ACTION_AGAIN;
+	if (r == -BTG_ERR_SHARED && patch_sharer_refused(j->patch))
+		say_sharer(&j->caller, patch_sharer_refused(j->patch), j->res->message,
+			   sizeof(j->res->message));
 	return action_end(j, r);
 }
 
