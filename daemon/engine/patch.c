@@ -275,27 +275,27 @@ struct patch_job {
 
 /*
  * Before each attempt but the first: the world moved while the target
- * waited, so plan again from what it holds now.  The pin is checked before
- * the reads, so a recycled PID's process is not read, and again after
- * them, so what was read (or the failure to read it) is about the pinned
- * process and nobody else.
+ * waited, so plan again from what it holds now.  This is the attempt's
+ * one look at the pin before the stop.  It comes after the maps are read,
+ * so they (or the failure to read them) are about the pinned process and
+ * nobody else - a broken pin's answer replaces what that read said - and
+ * before the sites are, which the answer shows: a recycled PID's bytes
+ * never replace what was last seen of the pinned process.
  */
 static int replan(struct patch_job *j, size_t *ret_todo)
 {
 	struct attempt *a = &j->a;
-	int r = check_pin(a->pid, a->pin, a->why, a->why_len), r2;
+	int r = refresh_maps(a), r2;
 
-	if (r == 0)
-		r = refresh_maps(a);
+	r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
+	if (r2 < 0)
+		return r2;
 	if (r == 0) {
 		r = sites_read(a->via, a->sites);
 		if (r < 0)
 			snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
 				 proto_strerror(r));
 	}
-	r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
-	if (r2 < 0)
-		r = r2;
 	if (r == 0)
 		r = plan_writes(a, ret_todo);
 	return r;
@@ -348,10 +348,12 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	ptrace_reap_orphans();
 	/*
 	 * Every attempt reads /proc and memory by PID, and a retry may come
-	 * long after the pin was taken: never look at, let alone stop, a
-	 * process that has taken over the PID.
+	 * long after the pin was taken: never stop a process that has taken
+	 * over the PID.  One look at the pin per attempt before the stop,
+	 * after what the attempt read: replan()'s at a retry; at the first,
+	 * here, after what patch_begin() read.
 	 */
-	r = check_pin(a->pid, a->pin, a->why, a->why_len);
+	r = j->attempts == 1 ? check_pin(a->pid, a->pin, a->why, a->why_len) : 0;
 	if (r == 0)
 		r = sharers_scan(a);
 	if (r == 0)

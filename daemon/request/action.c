@@ -155,18 +155,31 @@ static bool takes_arrival_facts(const struct auth_caller *caller, unsigned actio
 	return caller->uid == 0 && action == PROTO_ACTION_STATUS && t->authorized && t->pidfd >= 0;
 }
 
-/* The caller's rights on t now, as action_authorize() checks them: 0, or the answer. */
+/*
+ * The caller's rights on t now, as action_authorize() checks them: 0, or
+ * the answer.  The turn's look at the pin follows the read, before
+ * anything read is answered: a pidfd's poll, or without one the start
+ * time read with the rights (a failed read has none to compare, and its
+ * answer says nothing of another process).
+ */
 static int check_rights(const struct auth_caller *caller, unsigned action,
 			const struct action_target *t, struct auth_target *target, char *why,
 			size_t why_len)
 {
+	struct procfs_stat st;
 	int32_t asked = t->pid;
 	pid_t pid = t->ours;
 	int r;
 
 	r = action_authorize(caller, t, pid, target);
+	st.start_ticks = target->start_ticks;
 	if (t->pidfd >= 0 && !pin_holds(t, NULL))
 		return explain_exited(t, why, why_len);
+	if (t->pidfd < 0 && r == 0 && !pin_holds(t, &st)) {
+		snprintf(why, why_len,
+			 "PID %d now names another process than when the request arrived", asked);
+		return -BTG_ERR_REUSED;
+	}
 	if (r < 0)
 		return answer(r, asked, why, why_len);
 	if (target->status.tgid != pid) {
@@ -189,16 +202,16 @@ static int check_rights(const struct auth_caller *caller, unsigned action,
 
 /*
  * Checks the pin taken at arrival and decides whether the caller may act
- * on the process.  Everything read here is about the pinned process: each
- * read is followed by a look at the pin, and a live pinned process keeps
- * its PID.
+ * on the process.  Everything read here is about the pinned process: the
+ * rights' read is followed by the turn's look at the pin (check_rights()),
+ * and a live pinned process keeps its PID.  What the engine reads next
+ * has its own look (patch.c, before anything is stopped).
  */
 static int prepare(const struct auth_caller *caller, unsigned action,
 		   const struct action_target *t, struct patch_pin *pin, uid_t *ret_uid,
 		   char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
-	struct procfs_stat st;
 	int32_t asked = t->pid;
 	pid_t pid = t->ours, live;
 	char path[64];
@@ -227,10 +240,10 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	 * "zombie", "pid-reused"): a non-root caller was authorized for it at
 	 * arrival, so that reveals nothing it could not see.
 	 */
-	if (t->pidfd >= 0 && !pin_holds(t, NULL))
-		return explain_exited(t, why, why_len);
 	if (takes_arrival_facts(caller, action, t)) {
-		/* Nothing to read again: the pidfd pins what arrival read. */
+		/* Nothing to read again: the pidfd pins what arrival read; one look at it. */
+		if (!pin_holds(t, NULL))
+			return explain_exited(t, why, why_len);
 		pin->pidfd = t->pidfd;
 		pin->start_ticks = t->start_ticks;
 		*ret_uid = t->uid;
@@ -244,19 +257,10 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
 		return -BTG_ERR_ZOMBIE;
 	}
-	/* Read by action_authorize(), after which the pin held (a pidfd) or is compared now. */
-	st.start_ticks = target.start_ticks;
-	if (!pin_holds(t, &st)) {
-		if (t->pidfd >= 0)
-			return explain_exited(t, why, why_len);
-		snprintf(why, why_len,
-			 "PID %d now names another process than when the request arrived", asked);
-		return -BTG_ERR_REUSED;
-	}
 	/* patch.c re-checks this pair before every step: the start time read
 	 * while the pidfd showed the process alive is exactly its own. */
 	pin->pidfd = t->pidfd;
-	pin->start_ticks = st.start_ticks;
+	pin->start_ticks = target.start_ticks;
 	*ret_uid = target.status.uid[0];
 	return 0;
 }
