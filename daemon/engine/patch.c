@@ -270,6 +270,7 @@ struct patch_job {
 	struct proto_result *res;
 	unsigned backoff_ms;
 	unsigned attempts;
+	bool answer_fresh;          /* finish() found the pin holding and read through a.via */
 	char busy_why[PROTO_MAX_MESSAGE + 1];
 };
 
@@ -301,14 +302,18 @@ static int replan(struct patch_job *j, size_t *ret_todo)
 	return r;
 }
 
-/* Step 5, and the answer: what the target holds now, if it is still the target. */
+/*
+ * Step 5, and the answer: what the target holds now, if it is still the
+ * target.  This is the look after the write; patch_answer_fresh() shares
+ * it with the report, which reads on through the same task.
+ */
 static int finish(struct patch_job *j, int r)
 {
 	char scratch[PROTO_MAX_MESSAGE + 1];
 
 	/* If it cannot be read any more, the states are what we last saw or wrote. */
-	if (check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0)
-		sites_read(j->a.via, &j->sites);
+	j->answer_fresh = check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0 &&
+			  sites_read(j->a.via, &j->sites) == 0;
 	patch_fill_sites(j->res, &j->sites);
 	j->res->error = proto_error_from_negative(r);
 	return r;
@@ -390,6 +395,14 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	*ret_wake_ms = t_ms + j->backoff_ms < until_ms ? t_ms + j->backoff_ms : until_ms;
 	j->backoff_ms = j->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : j->backoff_ms * 2;
 	return PATCH_AGAIN;
+}
+
+bool patch_answer_fresh(const struct patch_job *j, pid_t *ret_via)
+{
+	if (!j || !j->answer_fresh)
+		return false;
+	*ret_via = j->a.via;
+	return true;
 }
 
 const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j)

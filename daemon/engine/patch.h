@@ -63,6 +63,15 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
  */
 const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j);
 
+/*
+ * True when the answer's sites were just read back (at the end of the
+ * last patch_step() or patch_cancel(), in this turn) with the pin holding,
+ * through *ret_via, a live task of the target: the caller's report may
+ * read on through it without another look at the pin first.  False for
+ * NULL, an answer patch_begin() gave at once, and a read that failed.
+ */
+bool patch_answer_fresh(const struct patch_job *j, pid_t *ret_via);
+
 /* Answers without another attempt (err, why), with the sites as they are now. */
 int patch_cancel(struct patch_job *j, int err, const char *why);
 

@@ -289,18 +289,26 @@ struct action_job {
 static int action_end(struct action_job *j, int r)
 {
 	struct action_target *t = j->target;
+	bool fresh;
 	pid_t via;
 	int rr = 0;
 
 	if (j->prepared) {
 		/* patch_end() below must not have run yet: the sites are in res. */
 		t->start_ticks = j->start_ticks;   /* for a --tree relist (action_expand_relist) */
-		/* Authorized: the report may say what the process is.  If it has
-		 * gone meanwhile, the pin says so and nothing is reported. */
-		via = j->via;
-		if (!(j->via && j->via_fresh))
+		/*
+		 * Authorized: the report may say what the process is.  If it has
+		 * gone meanwhile, the pin says so and nothing is reported.  The
+		 * engine's read of the sites for this answer has just looked at
+		 * the pin and found a live task to read through: the report
+		 * takes both rather than reading /proc for them again.
+		 */
+		fresh = patch_answer_fresh(j->patch, &via);
+		if (!fresh)
+			via = j->via;
+		if (!fresh && !(j->via && j->via_fresh))
 			rr = procfs_live_task(t->ours, &via);
-		if (rr == 0 && still_pinned(t)) {
+		if (rr == 0 && (fresh || still_pinned(t))) {
 			struct report_known known = {
 				.uid = j->uid, .exe = j->exe,
 				.objects = j->objects ? j->objects->p.objects : NULL,
