@@ -3,8 +3,11 @@
  * The patch procedure.  Safety is the product; each step exists because
  * skipping it has crashed a process somewhere.
  *
- *  1. Read the target's maps and find every backtrace() definition with its
- *     file bytes (sites.c).  All look-ups happen before anything is stopped.
+ *  1. Find every backtrace() definition with its file bytes (sites.c) in
+ *     the target's maps, which its one caller hands over with a live task
+ *     to read through (request/action.c reads them once, for these sites
+ *     and for its report; a status's are the executable mappings alone).
+ *     All look-ups happen before anything is stopped.
  *  2. Classify each site: original, guarded or foreign.  status stops here:
  *     it never stops the target.
  *  3. Decide: nothing to write (already in the wanted state) ends here
@@ -13,7 +16,8 @@
  *  4. Attempt, until the deadline; one attempt per patch_step() call, so
  *     the event loop serves other targets between two (queue.c parks this
  *     one until its back-off has passed).  Nothing is stopped between
- *     attempts, and each re-reads the maps and sites first:
+ *     attempts, and each but the first reads the maps (itself: new threads
+ *     bring new stacks) and the sites again first:
  *     a. find the processes sharing the address space (vmshare.c): they run
  *        the same bytes, so they are held and checked like threads; the
  *        caller must be allowed to act on each (one that cannot be held is

@@ -35,8 +35,11 @@ struct patch_job;
  * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
  * pid itself; processes sharing its memory are authorized at each
  * attempt): steps 1-3, before anything is stopped.  via is a live task of
- * pid, maps its /proc/PID/maps as read through it; the job takes them over
- * (freed with it, or at once on failure).  res is written until
+ * pid, maps its /proc/PID/maps as read through it (the executable file
+ * mappings alone will do for a status): all the engine is given, read
+ * once by its caller, which also reports from them.  The job takes them
+ * over (freed with it, or at once on failure); later attempts read the
+ * maps themselves.  res is written until
  * the job ends and must live as long.  Returns 0 with *reterr_job set when
  * attempts are to be made (call patch_step()), or with *reterr_job NULL when res
  * is already the whole answer (status, nothing to write), or the negative

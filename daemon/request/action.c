@@ -346,7 +346,8 @@ static int action_end(struct action_job *j, int r)
 /*
  * Steps 1-3 of a guard, unguard or status: a live task to read through,
  * its maps once - for the sites now and the report at the end - then
- * patch.c's part.  A status needs only the executable file mappings (the
+ * patch.c's part, which is handed both and reads neither again before
+ * its first attempt.  A status needs only the executable file mappings (the
  * sites and the objects the risk names all have code), which the kernel
  * answers far more cheaply than the whole maps; a write's stack check
  * needs every mapping.
