@@ -137,7 +137,7 @@ MUTANTS = [
      [("\treturn others ? PROTO_SITE_TORN : PROTO_SITE_GUARDED;", "\treturn others && 0 ? PROTO_SITE_TORN : PROTO_SITE_GUARDED;")],
      ["unit", "test_uprobes.py::test_a_uprobe_near_the_guard_after_it"]),
     ("a process found torn never asked about again by the policy's sweep", "daemon/watch/watch.c",
-     [("\t\tretry_add(w, torn[i], RETRIES);", "\t\t(void)torn[i];")],
+     [("\t\tretry_add(&w->retries, torn[i], RETRIES);", "\t\t(void)torn[i];")],
      ["test_uprobes.py::test_the_policy_repairs_a_torn_guard_an_answer_found"]),
     ("no re-plan around a breakpoint inside the change", "daemon/engine/sites.c",
      [("\t\t\ts->held = plans[i];\n\t\t\treturn;\n", "\t\t\treturn;\n")],
