@@ -41,7 +41,7 @@ static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t wh
 }
 
 /* -BTG_ERR_SHARED for sharer pid, with the facts in a->refused (sharer_refusal.h). */
-static int refuse(struct attempt *a, enum sharer_why why, pid_t pid, int err)
+static int refuse_sharer(struct attempt *a, enum sharer_why why, pid_t pid, int err)
 {
 	a->refused.why = why;
 	a->refused.pid = pid;
@@ -64,7 +64,7 @@ static int authorize_sharers(struct attempt *a, size_t from)
 		else
 			r = auth_check(a->caller, &t, a->refused.detail, sizeof(a->refused.detail));
 		if (r < 0)
-			return refuse(a, SHARER_DENIED, p, r);
+			return refuse_sharer(a, SHARER_DENIED, p, r);
 	}
 	return 0;
 }
@@ -77,7 +77,7 @@ int sharers_scan(struct attempt *a)
 	a->refused.why = SHARER_NONE;
 	r = vmshare_scan(&a->vs, a->via);
 	if (r < 0)
-		return refuse(a, SHARER_UNCOMPARED, a->vs.failed_pid, r);
+		return refuse_sharer(a, SHARER_UNCOMPARED, a->vs.failed_pid, r);
 	if (a->vs.compared < vmshare_listed(&a->vs))
 		log_msg(LOG_DEBUG, "process %d: compared with %zu of %zu processes for sharers (the listing's index): %zu share its memory",
 			a->via, a->vs.compared, vmshare_listed(&a->vs), a->vs.n);

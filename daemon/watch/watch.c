@@ -330,7 +330,7 @@ static bool still_matches(const void *ctx, const struct select_proc *p)
 }
 
 /* One request for rule i's candidates (pids, n of them), as root, named by the rule. */
-static void submit(struct watch *w, size_t i, const pid_t *pids, size_t n)
+static void submit_rule(struct watch *w, size_t i, const pid_t *pids, size_t n)
 {
 	struct auth_caller self = { .pid = getpid(), .uid = 0, .gid = 0 };
 	struct action_expansion *x;
@@ -614,7 +614,7 @@ static void look_due(struct watch *w, uint64_t t_ms, uint64_t until_us)
 			if (rule) {
 				log_msg(LOG_DEBUG, "rule %s: process %d taken at its exec", rule->name,
 					(int)e->pid);
-				submit(w, (size_t)(rule - w->policy->rules), &e->pid, 1);
+				submit_rule(w, (size_t)(rule - w->policy->rules), &e->pid, 1);
 			}
 		}
 		facts_free(w->facts);
@@ -665,7 +665,7 @@ static void sweep_end(struct watch *w)
 {
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		if (w->ncand[i])
-			submit(w, i, w->cand[i], w->ncand[i]);
+			submit_rule(w, i, w->cand[i], w->ncand[i]);
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		w->ncand[i] = 0;
 	forget_gone_retries(w);

@@ -198,6 +198,19 @@ def test_no_static_shares_an_exported_functions_name():
     assert "watch_events_sync" in exported, "the pattern finds no exported function any more"
 
 
+def test_no_two_statics_share_a_name():
+    """Nor two statics of two files: a name says which room of the house a
+    function belongs to, and a reader (or a debugger's breakpoint) should
+    not have to ask which finish() or refuse() is meant."""
+    where = {}
+    for c in sorted(DAEMON.rglob("*.c")):
+        for name in set(STATIC_DEF.findall(c.read_text())):
+            where.setdefault(name, []).append(str(c.relative_to(REPO)))
+    shared = {name: files for name, files in where.items() if len(files) > 1}
+    assert not shared, "\n".join(f"{name}(): {', '.join(files)}" for name, files in sorted(shared.items()))
+    assert "place" in where, "the pattern finds no static function any more"
+
+
 # The ptrace boundary (HACKING.md): ptrace.h poisons the name ptrace unless
 # BTGUARD_PTRACE_IMPL is defined first, which ptrace.c alone does, so it alone
 # can call ptrace(2); the ptrace files share ptrace_int.h (ptrace_call() among
