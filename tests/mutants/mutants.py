@@ -88,7 +88,7 @@ MUTANTS = [
      ["test_fairness.py::test_busy_target_does_not_hold_up_others_parked_in_the_bytes"]),
     ("two operations on one process let through at once", "daemon/request/queue.c",
      [("\t\tif (a != e && a->holds == pid)\n", "\t\tif (a != e && a->holds == pid && 0)\n")],
-     ["test_fairness.py::test_guard_and_unguard_of_one_process_never_interleave"]),
+     ["unit", "test_fairness.py::test_guard_and_unguard_of_one_process_never_interleave"]),
     ("the followed process killed with the daemon (PTRACE_O_EXITKILL)", "daemon/engine/ptfollow.c",
      [("ptrace_seize_call(&none, tid, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD,",
        "ptrace_seize_call(&none, tid, PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL,")],
