@@ -151,6 +151,11 @@ $(BUILD)/tests/test_output: $(call obj,tests/unit/test_output.c) $(call obj,clie
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS)
 
+# test_queue links queue.c alone: the test scripts the action layer (and the log) itself.
+$(BUILD)/tests/test_queue: $(call obj,tests/unit/test_queue.c) $(call obj,daemon/request/queue.c) $(PROTO_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(CMOCKA_LIBS)
+
 $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(CMOCKA_LIBS)

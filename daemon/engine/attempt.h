@@ -17,12 +17,10 @@
 #include "auth.h"
 #include "procfs.h"
 #include "proto.h"
+#include "sharer_refusal.h"
 #include "sites.h"
 #include "stackcheck.h"
 #include "vmshare.h"
-
-struct patch_pin;
-
 
 /*
  * One attempt's wait for every thread to stop (step 4c), at most: a thread
@@ -35,6 +33,8 @@ struct patch_pin;
  */
 #define PATCH_STOP_WAIT_MS 250u
 
+struct patch_pin;
+
 struct attempt {
 	/* patch.c's, set for each attempt: */
 	pid_t pid;
@@ -42,6 +42,7 @@ struct attempt {
 	const struct patch_pin *pin;
 	const struct auth_caller *caller;
 	struct vmshare vs;                /* processes sharing the memory, this attempt (sharers.c) */
+	struct sharer_refusal refused;    /* one of them not held, as facts (sharers.c) */
 	bool guard;                       /* writing a guard (else the original) */
 	bool walk;                        /* the guard: the segment walk where a site has it */
 	struct site_list *sites;

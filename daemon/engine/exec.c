@@ -144,7 +144,7 @@ static bool mapped_by_exec(const struct exec_job *j, const char *path)
 }
 
 /* The answer: let the process go (if it is still ours) and fill res. */
-static int finish(struct exec_job *j, int r)
+static int finish_follow(struct exec_job *j, int r)
 {
 	struct proto_result *res = j->res;
 	struct timespec now;
@@ -394,7 +394,7 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		r = ptrace_follow_wait(&j->f, resumed ? &until : &now, &status);
 		if (r < 0)
-			return finish(j, r == -ESRCH ? -BTG_ERR_GONE : r);
+			return finish_follow(j, r == -ESRCH ? -BTG_ERR_GONE : r);
 		if (r == 0)
 			break;
 		stopped = true;
@@ -411,15 +411,15 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 			snprintf(j->res->message, sizeof(j->res->message),
 				 "process %d was killed during the follow", j->pid);
 		if (r != 0)
-			return finish(j, r == 1 ? 0 : r == -ESRCH ? -BTG_ERR_GONE : r);
+			return finish_follow(j, r == 1 ? 0 : r == -ESRCH ? -BTG_ERR_GONE : r);
 		resumed = j->f.stopped == false;
 	}
 	if (j->phase == PHASE_LOADER && !timespec_left(&j->loader_by, &left))
-		return finish(j, loader_done(j, "its loader took too long"));
+		return finish_follow(j, loader_done(j, "its loader took too long"));
 	if (j->phase != PHASE_LOADER && !timespec_left(&j->deadline, &left)) {
 		snprintf(j->res->message, sizeof(j->res->message),
 			 "process %d did not exec before the deadline; let go, nothing was written", j->pid);
-		return finish(j, -ETIMEDOUT);
+		return finish_follow(j, -ETIMEDOUT);
 	}
 	/*
 	 * Before the exec, a quiet process is looked at less and less often
@@ -437,7 +437,7 @@ int exec_step(struct exec_job *j, uint64_t *ret_wake_ms)
 int exec_cancel(struct exec_job *j, int err, const char *why)
 {
 	snprintf(j->res->message, sizeof(j->res->message), "%s", why);
-	return finish(j, err);
+	return finish_follow(j, err);
 }
 
 void exec_end(struct exec_job *j)

@@ -9,7 +9,7 @@
 #include "proto.h"
 #include "follows.h"
 
-static struct follows_uid *find(struct follows *t, uid_t uid)
+static struct follows_uid *find_follow(struct follows *t, uid_t uid)
 {
 	for (size_t i = 0; i < t->nuids; i++)
 		if (t->by[i].uid == uid)
@@ -27,7 +27,7 @@ uint32_t follows_of(const struct follows *t, uid_t uid)
 
 int follows_take(struct follows *t, uid_t uid, char *why, size_t why_len)
 {
-	struct follows_uid *u = find(t, uid);
+	struct follows_uid *u = find_follow(t, uid);
 	uint32_t mine = u ? u->n : 0;
 
 	if (t->n >= FOLLOWS_MAX) {
@@ -60,7 +60,7 @@ int follows_take(struct follows *t, uid_t uid, char *why, size_t why_len)
 
 void follows_put(struct follows *t, uid_t uid)
 {
-	struct follows_uid *u = find(t, uid);
+	struct follows_uid *u = find_follow(t, uid);
 
 	if (!u || !u->n)
 		return;

@@ -3,8 +3,11 @@
  * The patch procedure.  Safety is the product; each step exists because
  * skipping it has crashed a process somewhere.
  *
- *  1. Read the target's maps and find every backtrace() definition with its
- *     file bytes (sites.c).  All look-ups happen before anything is stopped.
+ *  1. Find every backtrace() definition with its file bytes (sites.c) in
+ *     the target's maps, which its one caller hands over with a live task
+ *     to read through (request/action.c reads them once, for these sites
+ *     and for its report; a status's are the executable mappings alone).
+ *     All look-ups happen before anything is stopped.
  *  2. Classify each site: original, guarded or foreign.  status stops here:
  *     it never stops the target.
  *  3. Decide: nothing to write (already in the wanted state) ends here
@@ -13,10 +16,12 @@
  *  4. Attempt, until the deadline; one attempt per patch_step() call, so
  *     the event loop serves other targets between two (queue.c parks this
  *     one until its back-off has passed).  Nothing is stopped between
- *     attempts, and each re-reads the maps and sites first:
+ *     attempts, and each but the first reads the maps (itself: new threads
+ *     bring new stacks) and the sites again first:
  *     a. find the processes sharing the address space (vmshare.c): they run
  *        the same bytes, so they are held and checked like threads; the
- *        caller must be allowed to act on each;
+ *        caller must be allowed to act on each (one that cannot be held is
+ *        refused as facts, which request/action.c puts in words);
  *     b. if a thread is in uninterruptible sleep it could not stop and could
  *        not then be released: back off instead of seizing; read every
  *        object's unwind table header while the target still runs (they
@@ -273,39 +278,39 @@ struct patch_job {
 	struct proto_result *res;
 	unsigned backoff_ms;
 	unsigned attempts;
-	unsigned writes;                  /* attempts that wrote */
+	unsigned writes;            /* attempts that wrote */
+	bool answer_fresh;          /* finish() found the pin holding and read through a.via */
 	char busy_why[PROTO_MAX_MESSAGE + 1];
 };
 
 /*
  * Before each attempt but the first: the world moved while the target
- * waited, so plan again from what it holds now.  The pin is checked before
- * the reads, so a recycled PID's process is not read, and again after
- * them, so what was read (or the failure to read it) is about the pinned
- * process and nobody else.
+ * waited, so plan again from what it holds now.  This is the attempt's
+ * one look at the pin before the stop.  It comes after the maps are read,
+ * so they (or the failure to read them) are about the pinned process and
+ * nobody else - a broken pin's answer replaces what that read said - and
+ * before the sites are, which the answer shows: a recycled PID's bytes
+ * never replace what was last seen of the pinned process.
  */
 static int replan(struct patch_job *j, size_t *ret_todo)
 {
 	struct attempt *a = &j->a;
-	int r = check_pin(a->pid, a->pin, a->why, a->why_len), r2;
+	int r = refresh_maps(a), r2;
 
-	if (r == 0)
-		r = refresh_maps(a);
+	r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
+	if (r2 < 0)
+		return r2;
 	if (r == 0) {
 		r = sites_read(a->via, a->sites);
 		if (r < 0)
 			snprintf(a->why, a->why_len, "cannot read the sites of process %d: %s", a->pid,
 				 proto_strerror(r));
 	}
-	r2 = check_pin(a->pid, a->pin, a->why, a->why_len);
-	if (r2 < 0)
-		r = r2;
 	if (r == 0)
 		r = plan_writes(a, ret_todo);
 	return r;
 }
 
-/* Step 5, and the answer: what the target holds now, if it is still the target. */
 /*
  * A guard asked for the segment walk: a site with none got the stub (the
  * fallback, which never leaves a process unguarded), and the answer says
@@ -329,13 +334,18 @@ static void tell_no_walk(struct patch_job *j)
 	}
 }
 
+/*
+ * Step 5, and the answer: what the target holds now, if it is still the
+ * target.  This is the look after the write; patch_answer_fresh() shares
+ * it with the report, which reads on through the same task.
+ */
 static int finish(struct patch_job *j, int r)
 {
 	char scratch[PROTO_MAX_MESSAGE + 1];
 
 	/* If it cannot be read any more, the states are what we last saw or wrote. */
-	if (check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0)
-		sites_read(j->a.via, &j->sites);
+	j->answer_fresh = check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0 &&
+			  sites_read(j->a.via, &j->sites) == 0;
 	patch_fill_sites(j->res, &j->sites);
 	tell_no_walk(j);
 	j->res->error = proto_error_from_negative(r);
@@ -377,10 +387,12 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	ptrace_reap_orphans();
 	/*
 	 * Every attempt reads /proc and memory by PID, and a retry may come
-	 * long after the pin was taken: never look at, let alone stop, a
-	 * process that has taken over the PID.
+	 * long after the pin was taken: never stop a process that has taken
+	 * over the PID.  One look at the pin per attempt before the stop,
+	 * after what the attempt read: replan()'s at a retry; at the first,
+	 * here, after what patch_begin() read.
 	 */
-	r = check_pin(a->pid, a->pin, a->why, a->why_len);
+	r = j->attempts == 1 ? check_pin(a->pid, a->pin, a->why, a->why_len) : 0;
 	if (r == 0)
 		r = sharers_scan(a);
 	if (r == 0)
@@ -428,6 +440,19 @@ int patch_step(struct patch_job *j, uint64_t *ret_wake_ms)
 	*ret_wake_ms = t_ms + j->backoff_ms < until_ms ? t_ms + j->backoff_ms : until_ms;
 	j->backoff_ms = j->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : j->backoff_ms * 2;
 	return PATCH_AGAIN;
+}
+
+bool patch_answer_fresh(const struct patch_job *j, pid_t *ret_via)
+{
+	if (!j || !j->answer_fresh)
+		return false;
+	*ret_via = j->a.via;
+	return true;
+}
+
+const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j)
+{
+	return j->a.refused.why != SHARER_NONE ? &j->a.refused : NULL;
 }
 
 int patch_cancel(struct patch_job *j, int err, const char *why)

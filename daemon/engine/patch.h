@@ -13,6 +13,7 @@
 
 #include "proto.h"
 #include "auth.h"
+#include "sharer_refusal.h"
 
 /*
  * What pins the target: a pidfd and its start time, taken when the request
@@ -37,8 +38,11 @@ struct patch_job;
  * Starts action (PROTO_ACTION_*) on pid for caller (already authorized for
  * pid itself; processes sharing its memory are authorized at each
  * attempt): steps 1-3, before anything is stopped.  via is a live task of
- * pid, maps its /proc/PID/maps as read through it; the job takes them over
- * (freed with it, or at once on failure).  res is written until
+ * pid, maps its /proc/PID/maps as read through it (the executable file
+ * mappings alone will do for a status): all the engine is given, read
+ * once by its caller, which also reports from them.  The job takes them
+ * over (freed with it, or at once on failure); later attempts read the
+ * maps themselves.  res is written until
  * the job ends and must live as long.  Returns 0 with *reterr_job set when
  * attempts are to be made (call patch_step()), or with *reterr_job NULL when res
  * is already the whole answer (status, nothing to write), or the negative
@@ -57,6 +61,22 @@ int patch_begin(const struct auth_caller *caller, pid_t pid, pid_t via,
  * return value is 0 or the negative code also stored in res->error.
  */
 int patch_step(struct patch_job *j, uint64_t *ret_wake_ms);
+
+/*
+ * After patch_step() answered -BTG_ERR_SHARED: the sharer that could not be
+ * held, or NULL when the refusal was about no one process (res->message
+ * then says it).  Lives as long as j.
+ */
+const struct sharer_refusal *patch_sharer_refused(const struct patch_job *j);
+
+/*
+ * True when the answer's sites were just read back (at the end of the
+ * last patch_step() or patch_cancel(), in this turn) with the pin holding,
+ * through *ret_via, a live task of the target: the caller's report may
+ * read on through it without another look at the pin first.  False for
+ * NULL, an answer patch_begin() gave at once, and a read that failed.
+ */
+bool patch_answer_fresh(const struct patch_job *j, pid_t *ret_via);
 
 /* Answers without another attempt (err, why), with the sites as they are now. */
 int patch_cancel(struct patch_job *j, int err, const char *why);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The processes held with a target (sharers.h).  Who may not be named to
- * the caller is not: a process the caller may not act on is described as
- * "another process".
+ * The processes held with a target (sharers.h).  A sharer that cannot be
+ * held is refused as facts (a->refused: which process, and why), never in
+ * words: whether the caller may learn its PID is request/action.c's to
+ * decide, as everything a refused caller learns is.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,33 +40,31 @@ static int check_no_uninterruptible(pid_t pid, bool sharer, char *why, size_t wh
 	return r;
 }
 
-/*
- * The caller must be allowed to act on every process it would stop.  A
- * process it may not act on is not named to it: that would tell it about a
- * process it cannot see.
- */
+/* -BTG_ERR_SHARED for sharer pid, with the facts in a->refused (sharer_refusal.h). */
+static int refuse_sharer(struct attempt *a, enum sharer_why why, pid_t pid, int err)
+{
+	a->refused.why = why;
+	a->refused.pid = pid;
+	a->refused.err = err;
+	return -BTG_ERR_SHARED;
+}
+
+/* The caller must be allowed to act on every process it would stop. */
 static int authorize_sharers(struct attempt *a, size_t from)
 {
 	for (size_t i = from; i < a->vs.n; i++) {
 		struct auth_target t;
-		char scratch[PROTO_MAX_MESSAGE + 1];
 		pid_t p = a->vs.sharers[i];
 		int r = auth_read_target(p, &t);
 
 		if (r == -BTG_ERR_NOPROC)
 			continue;  /* exited: nothing to hold */
-		if (r == 0)
-			r = auth_check(a->caller, &t, scratch, sizeof(scratch));
-		if (r < 0) {
-			if (a->caller->uid == 0)
-				snprintf(a->why, a->why_len,
-					 "process %d shares this address space and cannot be held with it: %s",
-					 p, scratch);
-			else
-				snprintf(a->why, a->why_len,
-					 "another process shares this address space, and you may not act on it");
-			return -BTG_ERR_SHARED;
-		}
+		if (r < 0)
+			snprintf(a->refused.detail, sizeof(a->refused.detail), "%s", proto_strerror(r));
+		else
+			r = auth_check(a->caller, &t, a->refused.detail, sizeof(a->refused.detail));
+		if (r < 0)
+			return refuse_sharer(a, SHARER_DENIED, p, r);
 	}
 	return 0;
 }
@@ -75,19 +74,10 @@ int sharers_scan(struct attempt *a)
 	int r;
 
 	vmshare_free(&a->vs);
+	a->refused.why = SHARER_NONE;
 	r = vmshare_scan(&a->vs, a->via);
-	if (r < 0) {
-		/* The process it failed on is named to root alone, as a sharer is. */
-		if (a->caller->uid == 0)
-			snprintf(a->why, a->why_len,
-				 "cannot tell whether process %d shares this address space (kcmp: %s)",
-				 a->vs.failed_pid, strerror(-r));
-		else
-			snprintf(a->why, a->why_len,
-				 "cannot tell whether another process shares this address space (kcmp: %s)",
-				 strerror(-r));
-		return -BTG_ERR_SHARED;
-	}
+	if (r < 0)
+		return refuse_sharer(a, SHARER_UNCOMPARED, a->vs.failed_pid, r);
 	if (a->vs.compared < vmshare_listed(&a->vs))
 		log_msg(LOG_DEBUG, "process %d: compared with %zu of %zu processes for sharers (the listing's index): %zu share its memory",
 			a->via, a->vs.compared, vmshare_listed(&a->vs), a->vs.n);

@@ -103,7 +103,7 @@ static uint64_t hash_maps(const struct procfs_mapping *maps, size_t nmaps, size_
 	return h;
 }
 
-static struct entry *set_of(pid_t pid)
+static struct entry *memo_set_of(pid_t pid)
 {
 	return table[((uint32_t)pid * 2654435761u >> 8) % SETS];
 }
@@ -120,7 +120,7 @@ static size_t nth_exec_file(const struct procfs_mapping *maps, size_t nmaps, uin
 bool sitememo_get(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		  struct site_list *ret)
 {
-	struct entry *set = set_of(pid), *e = NULL;
+	struct entry *set = memo_set_of(pid), *e = NULL;
 	struct site_list list = { 0 };
 	size_t nexec;
 	uint64_t h = hash_maps(maps, nmaps, &nexec);
@@ -183,7 +183,7 @@ static bool ord_of(const struct procfs_mapping *maps, size_t nmaps, uint64_t add
 void sitememo_put(pid_t pid, const struct procfs_mapping *maps, size_t nmaps,
 		  const struct site_list *list)
 {
-	struct entry *set = set_of(pid), *e = &set[0];
+	struct entry *set = memo_set_of(pid), *e = &set[0];
 	struct memo_site *sites = NULL;
 	size_t nexec;
 	uint64_t h = hash_maps(maps, nmaps, &nexec);

@@ -188,7 +188,7 @@ static bool has_memory(pid_t pid)
 	       st.state != 'Z' && st.state != 'X';
 }
 
-static int add(struct vmshare *vs, pid_t pid)
+static int add_sharer(struct vmshare *vs, pid_t pid)
 {
 	if (vs->n == vs->cap) {
 		size_t cap = vs->cap ? vs->cap * 2 : 4;
@@ -243,7 +243,7 @@ static int compare_all(struct vmshare *vs, const pid_t *procs, size_t nprocs, co
 		}
 		if (r == 0 && !has_memory(procs[i]))
 			continue;
-		if (r == 0 && (r = add(vs, procs[i])) < 0)
+		if (r == 0 && (r = add_sharer(vs, procs[i])) < 0)
 			return r;
 	}
 	if (ret_new)

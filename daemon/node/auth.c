@@ -75,7 +75,7 @@ static int noproc_or(int r)
 	return procfs_gone(r) ? -BTG_ERR_NOPROC : r;
 }
 
-static int read_target(pid_t pid, bool need_start, struct auth_target *ret)
+static int read_target_facts(pid_t pid, bool need_start, struct auth_target *ret)
 {
 	struct auth_target t = { .pid = pid };
 	struct procfs_stat pst;
@@ -119,12 +119,12 @@ static int read_target(pid_t pid, bool need_start, struct auth_target *ret)
 
 int auth_read_target(pid_t pid, struct auth_target *ret)
 {
-	return read_target(pid, true, ret);
+	return read_target_facts(pid, true, ret);
 }
 
 int auth_read_pinned_target(pid_t pid, struct auth_target *ret)
 {
-	return read_target(pid, false, ret);
+	return read_target_facts(pid, false, ret);
 }
 
 /* The n-th space-separated field of [p, end), or NULL; *ret_len its length. */

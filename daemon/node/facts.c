@@ -189,3 +189,16 @@ void facts_free(struct facts *f)
 	f->objects_buf = NULL;
 	f->objects = NULL;
 }
+
+uint64_t facts_objects_hash(const struct facts *f)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < f->p.nobjects; i++)
+		for (const unsigned char *c = (const unsigned char *)f->p.objects[i]; ; c++) {
+			h = (h ^ *c) * 1099511628211ull;
+			if (!*c)
+				break;
+		}
+	return h ? h : 1;   /* 0 means "not asked yet" */
+}

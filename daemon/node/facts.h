@@ -68,6 +68,13 @@ int facts_objects_from_maps(struct facts *f, const struct procfs_mapping *maps, 
  */
 bool facts_loader_done(const struct facts *f);
 
+/*
+ * FNV-1a over the paths of f's objects, in order: what the policy was
+ * asked about, kept instead of the list to tell a change (watch/).  Never
+ * 0, which callers keep for "not asked yet".
+ */
+uint64_t facts_objects_hash(const struct facts *f);
+
 void facts_free(struct facts *f);
 
 #endif

@@ -161,7 +161,7 @@ int vmindex_pivots_intact(const struct vmindex_pivots *p)
 }
 
 /* The gap pid falls in among the sorted pivots, VMINDEX_SKIP or VMINDEX_ANY; or -errno. */
-static int place(const struct vmindex_pivots *p, pid_t pid)
+static int place_entry(const struct vmindex_pivots *p, pid_t pid)
 {
 	size_t lo = 0, hi = p->n;
 
@@ -203,7 +203,7 @@ int vmindex_build(const struct vmindex_pivots *p, const pid_t *procs, size_t n,
 	}
 	ix->n = n;
 	for (size_t i = 0; i < n; i++) {
-		r = place(p, procs[i]);
+		r = place_entry(p, procs[i]);
 		if (r < 0)
 			goto out_free;
 		ix->bucket[i] = (uint16_t)r;

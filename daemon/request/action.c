@@ -8,7 +8,9 @@
  * What a caller may learn (SECURITY.md, "What a refused caller learns"):
  * a PID it may not act on is answered "denied: you may not act on it" and
  * nothing more; if the caller's own /proc hides such processes
- * (hidepid=invisible), exactly as if no process had that PID.
+ * (hidepid=invisible), exactly as if no process had that PID.  The engine
+ * answers in facts where that matters (which process shares the memory
+ * and could not be held); the words, and whether they name it, are here.
  */
 #include <errno.h>
 #include <limits.h>
@@ -62,6 +64,30 @@ static int answer(int err, int32_t asked, char *why, size_t why_len)
 		break;
 	}
 	return err;
+}
+
+/*
+ * A process sharing the target's memory could not be held (the engine's
+ * facts): root is told which and why; anyone else neither, as it may be a
+ * process the caller may not see.
+ */
+static void say_sharer(const struct auth_caller *caller, const struct sharer_refusal *s,
+		       char *why, size_t why_len)
+{
+	bool named = caller->uid == 0;
+
+	if (s->why == SHARER_UNCOMPARED && named)
+		snprintf(why, why_len, "cannot tell whether process %d shares this address space (kcmp: %s)",
+			 s->pid, strerror(-s->err));
+	else if (s->why == SHARER_UNCOMPARED)
+		snprintf(why, why_len,
+			 "cannot tell whether another process shares this address space (kcmp: %s)",
+			 strerror(-s->err));
+	else if (named)
+		snprintf(why, why_len, "process %d shares this address space and cannot be held with it: %s",
+			 s->pid, s->detail);
+	else
+		snprintf(why, why_len, "another process shares this address space, and you may not act on it");
 }
 
 /* ---------------------------------------------------------- the turn -- */
@@ -129,18 +155,31 @@ static bool takes_arrival_facts(const struct auth_caller *caller, unsigned actio
 	return caller->uid == 0 && action == PROTO_ACTION_STATUS && t->authorized && t->pidfd >= 0;
 }
 
-/* The caller's rights on t now, as action_authorize() checks them: 0, or the answer. */
+/*
+ * The caller's rights on t now, as action_authorize() checks them: 0, or
+ * the answer.  The turn's look at the pin follows the read, before
+ * anything read is answered: a pidfd's poll, or without one the start
+ * time read with the rights (a failed read has none to compare, and its
+ * answer says nothing of another process).
+ */
 static int check_rights(const struct auth_caller *caller, unsigned action,
 			const struct action_target *t, struct auth_target *target, char *why,
 			size_t why_len)
 {
+	struct procfs_stat st;
 	int32_t asked = t->pid;
 	pid_t pid = t->ours;
 	int r;
 
 	r = action_authorize(caller, t, pid, target);
+	st.start_ticks = target->start_ticks;
 	if (t->pidfd >= 0 && !pin_holds(t, NULL))
 		return explain_exited(t, why, why_len);
+	if (t->pidfd < 0 && r == 0 && !pin_holds(t, &st)) {
+		snprintf(why, why_len,
+			 "PID %d now names another process than when the request arrived", asked);
+		return -BTG_ERR_REUSED;
+	}
 	if (r < 0)
 		return answer(r, asked, why, why_len);
 	if (target->status.tgid != pid) {
@@ -163,16 +202,16 @@ static int check_rights(const struct auth_caller *caller, unsigned action,
 
 /*
  * Checks the pin taken at arrival and decides whether the caller may act
- * on the process.  Everything read here is about the pinned process: each
- * read is followed by a look at the pin, and a live pinned process keeps
- * its PID.
+ * on the process.  Everything read here is about the pinned process: the
+ * rights' read is followed by the turn's look at the pin (check_rights()),
+ * and a live pinned process keeps its PID.  What the engine reads next
+ * has its own look (patch.c, before anything is stopped).
  */
 static int prepare(const struct auth_caller *caller, unsigned action,
 		   const struct action_target *t, struct patch_pin *pin, uid_t *ret_uid,
 		   char *exe, size_t exe_len, char *why, size_t why_len)
 {
 	struct auth_target target;
-	struct procfs_stat st;
 	int32_t asked = t->pid;
 	pid_t pid = t->ours, live;
 	char path[64];
@@ -201,10 +240,10 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 	 * "zombie", "pid-reused"): a non-root caller was authorized for it at
 	 * arrival, so that reveals nothing it could not see.
 	 */
-	if (t->pidfd >= 0 && !pin_holds(t, NULL))
-		return explain_exited(t, why, why_len);
 	if (takes_arrival_facts(caller, action, t)) {
-		/* Nothing to read again: the pidfd pins what arrival read. */
+		/* Nothing to read again: the pidfd pins what arrival read; one look at it. */
+		if (!pin_holds(t, NULL))
+			return explain_exited(t, why, why_len);
 		pin->pidfd = t->pidfd;
 		pin->start_ticks = t->start_ticks;
 		*ret_uid = t->uid;
@@ -218,19 +257,10 @@ static int prepare(const struct auth_caller *caller, unsigned action,
 		snprintf(why, why_len, "process %d has exited (zombie) and has no code to guard", asked);
 		return -BTG_ERR_ZOMBIE;
 	}
-	/* Read by action_authorize(), after which the pin held (a pidfd) or is compared now. */
-	st.start_ticks = target.start_ticks;
-	if (!pin_holds(t, &st)) {
-		if (t->pidfd >= 0)
-			return explain_exited(t, why, why_len);
-		snprintf(why, why_len,
-			 "PID %d now names another process than when the request arrived", asked);
-		return -BTG_ERR_REUSED;
-	}
 	/* patch.c re-checks this pair before every step: the start time read
 	 * while the pidfd showed the process alive is exactly its own. */
 	pin->pidfd = t->pidfd;
-	pin->start_ticks = st.start_ticks;
+	pin->start_ticks = target.start_ticks;
 	*ret_uid = target.status.uid[0];
 	return 0;
 }
@@ -259,18 +289,26 @@ struct action_job {
 static int action_end(struct action_job *j, int r)
 {
 	struct action_target *t = j->target;
+	bool fresh;
 	pid_t via;
 	int rr = 0;
 
 	if (j->prepared) {
 		/* patch_end() below must not have run yet: the sites are in res. */
 		t->start_ticks = j->start_ticks;   /* for a --tree relist (action_expand_relist) */
-		/* Authorized: the report may say what the process is.  If it has
-		 * gone meanwhile, the pin says so and nothing is reported. */
-		via = j->via;
-		if (!(j->via && j->via_fresh))
+		/*
+		 * Authorized: the report may say what the process is.  If it has
+		 * gone meanwhile, the pin says so and nothing is reported.  The
+		 * engine's read of the sites for this answer has just looked at
+		 * the pin and found a live task to read through: the report
+		 * takes both rather than reading /proc for them again.
+		 */
+		fresh = patch_answer_fresh(j->patch, &via);
+		if (!fresh)
+			via = j->via;
+		if (!fresh && !(j->via && j->via_fresh))
 			rr = procfs_live_task(t->ours, &via);
-		if (rr == 0 && still_pinned(t)) {
+		if (rr == 0 && (fresh || still_pinned(t))) {
 			struct report_known known = {
 				.uid = j->uid, .exe = j->exe,
 				.objects = j->objects ? j->objects->p.objects : NULL,
@@ -308,7 +346,8 @@ static int action_end(struct action_job *j, int r)
 /*
  * Steps 1-3 of a guard, unguard or status: a live task to read through,
  * its maps once - for the sites now and the report at the end - then
- * patch.c's part.  A status needs only the executable file mappings (the
+ * patch.c's part, which is handed both and reads neither again before
+ * its first attempt.  A status needs only the executable file mappings (the
  * sites and the objects the risk names all have code), which the kernel
  * answers far more cheaply than the whole maps; a write's stack check
  * needs every mapping.
@@ -423,6 +462,9 @@ static int step(struct action_job *j, uint64_t *ret_wake_ms)
 	r = patch_step(j->patch, ret_wake_ms);
 	if (r == PATCH_AGAIN)
 		return ACTION_AGAIN;
+	if (r == -BTG_ERR_SHARED && patch_sharer_refused(j->patch))
+		say_sharer(&j->caller, patch_sharer_refused(j->patch), j->res->message,
+			   sizeof(j->res->message));
 	return action_end(j, r);
 }
 

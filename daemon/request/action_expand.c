@@ -38,7 +38,7 @@
  * The caller may not act on the target: what it is told.  The reason in
  * full (owner, ids, dumpability) goes to the log only.
  */
-static int refuse(const struct action_target *t, int r, const char *detail)
+static int refuse_target(const struct action_target *t, int r, const char *detail)
 {
 	log_msg(LOG_DEBUG, "PID %d (ours %d) refused: %s", t->pid, (int)t->ours, detail);
 	return t->hidden ? -BTG_ERR_NOPROC : r;
@@ -51,10 +51,10 @@ static int judge(const struct auth_caller *caller, const struct action_target *t
 	char detail[PROTO_MAX_MESSAGE + 1];
 	int r = auth_check(caller, facts, detail, sizeof(detail));
 
-	return r < 0 ? refuse(t, r, detail) : 0;
+	return r < 0 ? refuse_target(t, r, detail) : 0;
 }
 
-/* 0 when the caller may act on pid, else the refusal it gets (see refuse()). */
+/* 0 when the caller may act on pid, else the refusal it gets (see refuse_target()). */
 int action_authorize(const struct auth_caller *caller, const struct action_target *t,
 		     pid_t pid, struct auth_target *ret)
 {

@@ -21,7 +21,7 @@ struct fields {
 };
 
 __attribute__((format(printf, 2, 3)))
-static void field(struct fields *f, const char *fmt, ...)
+static void journal_field(struct fields *f, const char *fmt, ...)
 {
 	size_t left = sizeof(f->buf) - f->used;
 	va_list ap;
@@ -157,20 +157,20 @@ void record_action(const struct auth_caller *caller, pid_t target, const char *e
 			 action, (int)target, exe_s, by, error, state, res->pause_us,
 			 detail[0] ? ": " : "", detail);
 	/* line is built from escaped parts and numbers: it holds no control character. */
-	field(&f, "BTGUARD_ACTION=%s", action);
-	field(&f, "BTGUARD_TARGET_PID=%d", (int)target);
-	field(&f, "BTGUARD_TARGET_EXE=%s", exe_s);
-	field(&f, "BTGUARD_REQUESTER_UID=%u", (unsigned)caller->uid);
-	field(&f, "BTGUARD_REQUESTER_GID=%u", (unsigned)caller->gid);
-	field(&f, "BTGUARD_REQUESTER_PID=%d", (int)caller->pid);
-	field(&f, "BTGUARD_RESULT=%s", res->error == BTG_OK ? "ok" : "error");
-	field(&f, "BTGUARD_ERROR=%s", res->error == BTG_OK ? "" : error);
-	field(&f, "BTGUARD_STATE=%s", state);
-	field(&f, "BTGUARD_PAUSE_US=%u", res->pause_us);
-	field(&f, "BTGUARD_WROTE=%d", wrote ? 1 : 0);
+	journal_field(&f, "BTGUARD_ACTION=%s", action);
+	journal_field(&f, "BTGUARD_TARGET_PID=%d", (int)target);
+	journal_field(&f, "BTGUARD_TARGET_EXE=%s", exe_s);
+	journal_field(&f, "BTGUARD_REQUESTER_UID=%u", (unsigned)caller->uid);
+	journal_field(&f, "BTGUARD_REQUESTER_GID=%u", (unsigned)caller->gid);
+	journal_field(&f, "BTGUARD_REQUESTER_PID=%d", (int)caller->pid);
+	journal_field(&f, "BTGUARD_RESULT=%s", res->error == BTG_OK ? "ok" : "error");
+	journal_field(&f, "BTGUARD_ERROR=%s", res->error == BTG_OK ? "" : error);
+	journal_field(&f, "BTGUARD_STATE=%s", state);
+	journal_field(&f, "BTGUARD_PAUSE_US=%u", res->pause_us);
+	journal_field(&f, "BTGUARD_WROTE=%d", wrote ? 1 : 0);
 	/* Empty for a client's request, like BTGUARD_ERROR on success. */
-	field(&f, "BTGUARD_RULE=%s", rule);
+	journal_field(&f, "BTGUARD_RULE=%s", rule);
 	if (message_id)
-		field(&f, "MESSAGE_ID=%s", message_id);
+		journal_field(&f, "MESSAGE_ID=%s", message_id);
 	log_record(priority, line, f.v, f.n);
 }

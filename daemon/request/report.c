@@ -22,7 +22,7 @@
 /* An environment larger than this is not searched for the warnings. */
 #define ENVIRON_MAX (1024u * 1024u)
 
-static const char *file_name(const char *path)
+static const char *base_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 
@@ -32,7 +32,7 @@ static const char *file_name(const char *path)
 /* glibc's own library: libc.so.6, or libc-2.31.so in older layouts. */
 static bool is_glibc(const char *path)
 {
-	const char *f = file_name(path);
+	const char *f = base_name(path);
 
 	return !strncmp(f, "libc.so", 7) || (!strncmp(f, "libc-", 5) && strstr(f, ".so"));
 }
@@ -47,7 +47,7 @@ static bool preloaded(const char *path, const char *preload)
 
 		if (n > 0) {
 			const char *slash = memchr(p, '/', n);
-			const char *cmp = slash ? path : file_name(path);
+			const char *cmp = slash ? path : base_name(path);
 
 			if (strlen(cmp) == n && !memcmp(cmp, p, n))
 				return true;
@@ -123,20 +123,20 @@ static void fill_risk(const struct facts *f, int bound, struct proto_result *res
 		res->risk = PROTO_RISK_NONE;
 		snprintf(res->reason, sizeof(res->reason),
 			 "maps %s and %s, but no backtrace() definition is loaded",
-			 file_name(torch), file_name(coroutine));
+			 base_name(torch), base_name(coroutine));
 		return;
 	}
-	where = file_name(res->sites[bound].object);
+	where = base_name(res->sites[bound].object);
 	if (res->sites[bound].state == PROTO_SITE_GUARDED) {
 		res->risk = PROTO_RISK_COVERED;
 		snprintf(res->reason, sizeof(res->reason),
 			 "maps %s (torch) and %s (switches C stacks); backtrace() in %s is guarded",
-			 file_name(torch), file_name(coroutine), where);
+			 base_name(torch), base_name(coroutine), where);
 	} else {
 		res->risk = PROTO_RISK_AT_RISK;
 		snprintf(res->reason, sizeof(res->reason),
 			 "maps %s (torch) and %s (switches C stacks); backtrace() in %s is %s",
-			 file_name(torch), file_name(coroutine), where,
+			 base_name(torch), base_name(coroutine), where,
 			 proto_site_state_name(res->sites[bound].state));
 	}
 }

@@ -74,7 +74,7 @@ static int contains(const char *s, const volatile char *p)
 }
 
 /* select.c's is_stack_switcher(), over the table's names. */
-static int is_stack_switcher(const char *path)
+static int names_a_switcher(const char *path)
 {
 	const char *file = path;
 
@@ -93,7 +93,7 @@ static int in_stack_switcher(uintptr_t pc)
 
 	if (find((void *)pc, &o) != 0 || !o.link_map || !o.link_map->l_name)
 		return 0;
-	return is_stack_switcher(o.link_map->l_name);
+	return names_a_switcher(o.link_map->l_name);
 }
 
 int walk_frame(void *ctx, void *arg)

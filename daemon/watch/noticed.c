@@ -8,7 +8,7 @@
  */
 #include "noticed.h"
 
-static struct noticed_entry *find(struct noticed *t, pid_t pid)
+static struct noticed_entry *find_entry(struct noticed *t, pid_t pid)
 {
 	for (size_t i = 0; i < t->n; i++)
 		if (t->v[i].pid == pid)
@@ -34,7 +34,7 @@ static struct noticed_entry *oldest_asked(struct noticed *t)
 
 bool noticed_add(struct noticed *t, pid_t pid, uint64_t due_ms)
 {
-	struct noticed_entry *e = find(t, pid);
+	struct noticed_entry *e = find_entry(t, pid);
 
 	if (!e && t->n == NOTICED_MAX)
 		e = oldest_asked(t);
@@ -73,7 +73,7 @@ uint64_t noticed_next_ms(const struct noticed *t)
 
 bool noticed_take(struct noticed *t, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
-	struct noticed_entry *e = find(t, pid);
+	struct noticed_entry *e = find_entry(t, pid);
 	bool same;
 
 	if (!e || !e->asked)
@@ -85,7 +85,7 @@ bool noticed_take(struct noticed *t, pid_t pid, uint64_t start_ticks, uint64_t o
 
 bool noticed_forget(struct noticed *t, pid_t pid)
 {
-	struct noticed_entry *e = find(t, pid);
+	struct noticed_entry *e = find_entry(t, pid);
 
 	if (!e)
 		return false;

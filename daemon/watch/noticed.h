@@ -3,7 +3,7 @@
  * Processes noticed at their exec (procconn.h), waiting to be looked at:
  * a small table by PID, each entry due at a time.  A new program is
  * looked at moments after its exec, once its loader has mapped the C
- * library (watch.c looks, and puts an entry off while there is none yet);
+ * library (watchexec.c looks, and puts an entry off while there is none yet);
  * once looked at, an entry remembers what the policy saw (start time and
  * a hash of the objects), so the next sweep does not ask about the same
  * program again.  Pure: no clock, no /proc.

@@ -22,8 +22,12 @@
  *
  * A process whose request failed for a reason that may pass (busy, a
  * thread that did not stop, no pin left) is asked again at the next
- * sweeps, at most RETRIES times; one that cannot be guarded (no
- * backtrace(), foreign bytes, gone) waits for its mappings to change.
+ * sweeps, at most RETRIES times (retry.c keeps count); one that cannot be
+ * guarded (no backtrace(), foreign bytes, gone) waits for its mappings to
+ * change.
+ *
+ * Programs noticed at their exec are looked at by watchexec.c, which this
+ * file calls (never the other way round); the policy is asked here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -161,7 +165,8 @@ int watch_new(struct queue *q, const char *path, bool required, struct policy *p
 	r = new_candidates(w);
 	if (r < 0)
 		goto out_free;
-	watch_events_sync(w);
+	watch_events_sync(&w->events, watch_active(w) && w->policy->exec_events,
+			  w->policy->interval_ms);
 	*ret = w;
 	return 0;
 
@@ -211,7 +216,8 @@ int watch_reload(struct watch *w, char *why, size_t why_len)
 	}
 	log_msg(LOG_INFO, "policy reloaded from %s: %zu rule(s), %zu guard rule(s), sweep every %u ms",
 		w->path, p->nrules, p->nguard, p->interval_ms);
-	watch_events_sync(w);
+	watch_events_sync(&w->events, watch_active(w) && w->policy->exec_events,
+			  w->policy->interval_ms);
 	return (int)p->nrules;
 }
 
@@ -244,70 +250,11 @@ int watch_rule(const struct watch *w, size_t i, struct proto_rule *ret)
 	return 0;
 }
 
-/* ------------------------------------------------------------ retries -- */
-
-static struct retry *retry_find(struct watch *w, pid_t pid)
-{
-	for (size_t i = 0; i < w->nretry; i++)
-		if (w->retry[i].pid == pid)
-			return &w->retry[i];
-	return NULL;
-}
-
-static void retry_drop(struct watch *w, struct retry *r)
-{
-	*r = w->retry[--w->nretry];
-}
-
-/* pid is to be asked about again at the next sweep, with `left` more attempts after it. */
-static void retry_add(struct watch *w, pid_t pid, unsigned left)
-{
-	struct retry *r = retry_find(w, pid);
-
-	if (r) {
-		r->due = true;
-		return;
-	}
-	if (w->nretry == MAX_RETRY)
-		return;   /* it waits for a change of its mappings instead */
-	w->retry[w->nretry++] = (struct retry){ .pid = pid, .left = left,
-						.short_left = SHORT_RETRIES, .due = true };
-}
-
-/* Processes that are gone are forgotten (fresh: this sweep's table, by PID). */
-static void retry_prune(struct watch *w)
-{
-	for (size_t i = 0; i < w->nretry;) {
-		size_t lo = 0, hi = w->nfresh;
-		pid_t pid = w->retry[i].pid;
-
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (w->fresh[mid].pid < pid)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo < w->nfresh && w->fresh[lo].pid == pid)
-			i++;
-		else
-			retry_drop(w, &w->retry[i]);
-	}
-}
-
 /* ----------------------------------------------------------- requests -- */
 
 static struct request *request_of(struct queue_entry *e)
 {
 	return (struct request *)((char *)e - offsetof(struct request, e));
-}
-
-static bool worth_retrying(uint32_t err)
-{
-	/* Short of descriptors or memory ourselves: the process may be fine. */
-	return err == BTG_ERR_BUSY || err == BTG_ERR_STOP || err == BTG_ERR_LIMIT ||
-	       proto_error_is_shortage(err) || err == BTG_ERR_SHARED;
 }
 
 static struct rule_stats *stats_of(struct watch *w, const struct policy_rule *rule)
@@ -324,27 +271,9 @@ static void request_result(struct queue_entry *e, const struct proto_result *res
 	struct watch *w = rq->w;
 	struct rule_stats *s;
 
-	struct retry *r = retry_find(w, res->pid);
-
-	if (res->error != BTG_OK) {
-		bool ours = proto_error_is_shortage(res->error);
-
-		if (!worth_retrying(res->error) || (r && (ours ? r->short_left : r->left) == 0)) {
-			if (r)
-				retry_drop(w, r);
-		} else if (r) {
-			if (ours)
-				r->short_left--;
-			else
-				r->left--;
-			r->due = true;
-		} else {
-			retry_add(w, res->pid, ours ? RETRIES : RETRIES - 1);
-		}
+	retry_answered(&w->retries, res->pid, res->error);
+	if (res->error != BTG_OK)
 		return;
-	}
-	if (r)
-		retry_drop(w, r);
 	/*
 	 * A hit is a guard that wrote: a process found guarded already (a
 	 * worker forked from a guarded server, everything asked again after a
@@ -400,7 +329,8 @@ static bool still_matches(const void *ctx, const struct select_proc *p)
 	return policy_match(rq->policy, p) == rq->rule;
 }
 
-void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n)
+/* One request for rule i's candidates (pids, n of them), as root, named by the rule. */
+static void submit_rule(struct watch *w, size_t i, const pid_t *pids, size_t n)
 {
 	struct auth_caller self = { .pid = getpid(), .uid = 0, .gid = 0 };
 	struct action_expansion *x;
@@ -412,7 +342,7 @@ void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n)
 		log_msg(LOG_DEBUG, "rule %s: %zu process(es) wait for the next sweep (%u requests queued)",
 			w->policy->rules[i].name, n, w->nreqs);
 		for (size_t k = 0; k < n; k++)
-			retry_add(w, pids[k], RETRIES);
+			retry_add(&w->retries, pids[k], RETRIES);
 		return;
 	}
 	rq = calloc(1, sizeof(*rq));
@@ -442,23 +372,10 @@ out_free:
 	free(rq);
 out_retry:
 	for (size_t k = 0; k < n; k++)
-		retry_add(w, pids[k], RETRIES);
+		retry_add(&w->retries, pids[k], RETRIES);
 }
 
 /* -------------------------------------------------------------- sweep -- */
-
-uint64_t watch_objects_hash(const struct facts *f)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < f->p.nobjects; i++)
-		for (const unsigned char *c = (const unsigned char *)f->p.objects[i]; ; c++) {
-			h = (h ^ *c) * 1099511628211ull;
-			if (!*c)
-				break;
-		}
-	return h ? h : 1;   /* 0 means "not asked yet" */
-}
 
 static int add_candidate(struct watch *w, size_t rule, pid_t pid)
 {
@@ -511,7 +428,12 @@ static const struct proc *find_proc(const struct proc *v, size_t n, pid_t pid)
 	return NULL;
 }
 
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects)
+/*
+ * Whether the sweep asked the policy about this very program already
+ * (pid with this start time and objects hash, in the sweep under way or
+ * the last one): a look at its exec would ask twice.
+ */
+static bool sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects)
 {
 	/* Both tables are in PID order: the sweep walks /proc's sorted list. */
 	const struct proc *p = w->sweeping ? find_proc(w->fresh, w->nfresh, pid) : NULL;
@@ -627,7 +549,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		keep(w, &now);
 		return;
 	}
-	again = retry_find(w, pid);
+	again = retry_find(&w->retries, pid);
 	if (again && !again->due)
 		again = NULL;   /* its request is still queued */
 	if (old && old->vsize == now.vsize && old->objects && !again) {
@@ -649,7 +571,7 @@ static void sweep_one(struct watch *w, pid_t pid)
 		return;   /* gone, or unreadable: looked at again next time */
 	}
 	/* 1 for a process without readable maps (a zombie): asked once, like the others. */
-	now.objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
+	now.objects = w->facts->objects_read ? facts_objects_hash(w->facts) : 1;
 	if (old && old->objects == now.objects && !again) {
 		facts_free(w->facts);
 		keep(w, &now);
@@ -673,6 +595,34 @@ static void sweep_one(struct watch *w, pid_t pid)
 	keep(w, &now);
 }
 
+/* ------------------------------------------------------ exec events -- */
+
+/*
+ * The programs noticed at their exec that are due (watchexec.c looks at
+ * each): one whose loader is done is asked about as the sweep would,
+ * unless the sweep asked about this very program already.
+ */
+static void look_due(struct watch *w, uint64_t t_ms, uint64_t until_us)
+{
+	const struct policy_rule *rule;
+	struct noticed_entry *e;
+
+	while ((e = noticed_due(w->noticed, t_ms)) != NULL) {
+		if (watch_events_look(w->noticed, e, w->need, w->facts, t_ms) &&
+		    !sweep_asked(w, e->pid, e->start_ticks, e->objects)) {
+			rule = policy_match(w->policy, &w->facts->p);
+			if (rule) {
+				log_msg(LOG_DEBUG, "rule %s: process %d taken at its exec", rule->name,
+					(int)e->pid);
+				submit_rule(w, (size_t)(rule - w->policy->rules), &e->pid, 1);
+			}
+		}
+		facts_free(w->facts);
+		if (now_us() >= until_us)
+			return;
+	}
+}
+
 static int sweep_begin(struct watch *w, uint64_t t_ms)
 {
 	int r = procfs_list_processes(&w->pids, &w->npids);
@@ -694,18 +644,31 @@ static int sweep_begin(struct watch *w, uint64_t t_ms)
 	size_t n = record_take_torn(torn, RECORD_TORN_MAX);
 
 	for (size_t i = 0; i < n; i++)
-		retry_add(w, torn[i], RETRIES);
+		retry_add(&w->retries, torn[i], RETRIES);
 	return 0;
+}
+
+/* Retries of processes that are gone are forgotten (fresh: this sweep's table, by PID). */
+static void forget_gone_retries(struct watch *w)
+{
+	struct retries *rs = &w->retries;
+
+	for (size_t i = 0; i < rs->n;) {
+		if (find_proc(w->fresh, w->nfresh, rs->v[i].pid))
+			i++;
+		else
+			retry_drop(rs, &rs->v[i]);
+	}
 }
 
 static void sweep_end(struct watch *w)
 {
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		if (w->ncand[i])
-			watch_submit(w, i, w->cand[i], w->ncand[i]);
+			submit_rule(w, i, w->cand[i], w->ncand[i]);
 	for (size_t i = 0; i < w->policy->nrules; i++)
 		w->ncand[i] = 0;
-	retry_prune(w);
+	forget_gone_retries(w);
 	noticed_prune(w->noticed, w->sweep_started_ms);
 	close_fds(w, w->table, w->ntable);   /* the processes that are gone */
 	free(w->table);
@@ -738,7 +701,7 @@ void watch_step(struct watch *w, uint64_t t_ms)
 	/* !cand: a reload ran out of memory for them; the next reload may do better. */
 	if (!watch_active(w) || !w->cand)
 		return;
-	watch_look_due(w, t_ms, now_us() + WATCH_STEP_US);
+	look_due(w, t_ms, now_us() + WATCH_STEP_US);
 	if (!w->sweeping && t_ms < w->next_sweep_ms)
 		return;
 	if (!w->sweeping) {
@@ -788,7 +751,7 @@ void watch_free(struct watch *w)
 	free(w->stats);
 	close_fds(w, w->table, w->ntable);
 	free(w->table);
-	watch_events_close(w);
+	watch_events_close(&w->events);
 	free(w->noticed);
 	free(w->facts);
 	free(w);

@@ -3,8 +3,10 @@
  * The watch's state, read by the two files that own its parts: watch.c
  * writes struct watch (the policy in force, the sweep, the requests the
  * daemon makes), watchexec.c its struct watch_events alone (the proc
- * connector's socket).  Nobody else includes this; the rest of the daemon
- * sees watch.h.
+ * connector's socket) and the noticed entries it looks at.  The calls go
+ * one way: watch.c calls watchexec.c's functions below, never the other
+ * way round.  Nobody else includes this; the rest of the daemon sees
+ * watch.h.
  */
 #ifndef BTGUARD_WATCH_INT_H
 #define BTGUARD_WATCH_INT_H
@@ -19,20 +21,10 @@
 #include "noticed.h"
 #include "policy.h"
 #include "queue.h"
+#include "retry.h"
 #include "watch.h"
 
 #define MAX_REQUESTS  16u     /* queued at once; more candidates wait for the next sweep */
-#define MAX_RETRY     1024u   /* processes remembered for another attempt */
-#define RETRIES       3u
-/*
- * Attempts that failed because the daemon itself ran short of descriptors
- * or memory do not count against RETRIES: a process that arrived during a
- * shortage would otherwise stay unguarded once it passed.  They have a
- * budget of their own, about a minute of sweeps at the default interval,
- * so a daemon short for good does not log a failure per sweep forever
- * (monitoring says UNKNOWN meanwhile).
- */
-#define SHORT_RETRIES 60u
 
 struct proc {
 	pid_t pid;
@@ -47,13 +39,6 @@ struct rule_stats {
 	uint32_t hits;
 	uint8_t nlast;
 	int32_t last[PROTO_MAX_RULE_PIDS];   /* latest first */
-};
-
-struct retry {
-	pid_t pid;
-	unsigned left;            /* attempts it still gets after the next */
-	unsigned short_left;      /* of those failing for the daemon's shortage (SHORT_RETRIES) */
-	bool due;                 /* ask about it at the next sweep */
 };
 
 /* A request the daemon made for one rule: a queue entry with our ops. */
@@ -102,8 +87,7 @@ struct watch {
 
 	uint64_t next_sweep_ms;
 	uint32_t last_sweep_end_s;  /* CLOCK_REALTIME seconds, for SWEPT; 0: none yet */
-	struct retry retry[MAX_RETRY];
-	size_t nretry;
+	struct retries retries;     /* retry.c's */
 	TAILQ_HEAD(, request) reqs;  /* requests made and not yet answered */
 	unsigned nreqs;
 
@@ -111,29 +95,29 @@ struct watch {
 	struct noticed *noticed;    /* ~56 KiB, allocated with the watch */
 };
 
-/* FNV-1a over the object paths (and the executable): what the policy saw; never 0. */
-uint64_t watch_objects_hash(const struct facts *f);
+/* What watch.c calls in watchexec.c: */
 
-/* One request for rule i's candidates (pids, n of them), as root, named by the rule (watch.c). */
-void watch_submit(struct watch *w, size_t i, const pid_t *pids, size_t n);
-
-/*
- * Whether the sweep asked the policy about this very program already
- * (pid with this start time and objects hash, in the sweep under way or
- * the last one): a look at its exec would ask twice (watch.c).
- */
-bool watch_sweep_asked(const struct watch *w, pid_t pid, uint64_t start_ticks, uint64_t objects);
-
-/* A watch's exec events, not listening yet (watchexec.c). */
+/* Exec events, not listening yet. */
 void watch_events_init(struct watch_events *ev);
 
-/* Listens while the policy has guard rules and wants exec events; else not (watchexec.c). */
-void watch_events_sync(struct watch *w);
+/*
+ * Listens when want (the policy has guard rules and wants exec events),
+ * else not; interval_ms is the sweep's, for the log line.
+ */
+void watch_events_sync(struct watch_events *ev, bool want, unsigned interval_ms);
 
-/* Closes the proc connector's socket, if open (watchexec.c). */
-void watch_events_close(struct watch *w);
+/* Closes the proc connector's socket, if open. */
+void watch_events_close(struct watch_events *ev);
 
-/* Looks at the noticed processes that are due, until until_us (watchexec.c). */
-void watch_look_due(struct watch *w, uint64_t t_ms, uint64_t until_us);
+/*
+ * Looks at e, a program of table t noticed at its exec and due at t_ms:
+ * true when its loader is done (or it was put off for the last time),
+ * with its facts (need) in f and e asked about now, with its start time
+ * and objects hash, so the caller asks the policy; false when it is gone
+ * (e dropped) or put off until its loader is done.  f is to be freed
+ * (facts_free) either way.
+ */
+bool watch_events_look(struct noticed *t, struct noticed_entry *e, unsigned need, struct facts *f,
+		       uint64_t t_ms);
 
 #endif

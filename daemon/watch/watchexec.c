@@ -3,10 +3,14 @@
  * Exec events for the policy (watch.h): the proc connector's socket while
  * the policy wants it, and the processes it names.  Each is looked at a
  * moment after its exec - once its loader has mapped its libraries, or
- * after the last delay below as it is - and the policy asked about it as
- * the sweep would; noticed.c then tells the sweep it need not ask again.
- * Nothing here stops, reads or writes a target either: what a rule takes
- * goes to the queue through watch_submit().
+ * after the last delay below as it is - and then watch.c asks the policy
+ * about it as the sweep would; noticed.c then tells the sweep it need not
+ * ask again.  Nothing here stops, reads or writes a target either.
+ *
+ * Below watch.c: watch.c calls in here (whether to listen, what is due),
+ * nothing here calls watch.c.  This file writes struct watch_events alone,
+ * and the noticed entries it looks at; it only reads struct watch, for
+ * the noticed table the public watch_events() fills.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,39 +39,27 @@
 static const unsigned look_delays_ms[] = { 2, 10, 50, 200 };
 #define LOOKS (sizeof(look_delays_ms) / sizeof(look_delays_ms[0]))
 
-/* A process noticed at its exec: once its loader is done, does a rule take it? */
-static void look(struct watch *w, struct noticed_entry *e, uint64_t t_ms)
+bool watch_events_look(struct noticed *t, struct noticed_entry *e, unsigned need, struct facts *f,
+		       uint64_t t_ms)
 {
-	const struct policy_rule *rule;
 	struct procfs_stat st;
 	pid_t pid = e->pid;
 
 	if (pid == getpid() || procfs_sample_stat(pid, &st) < 0 ||
 	    (st.flags & PROCFS_PF_KTHREAD) || st.state == 'Z' || st.state == 'X' ||
-	    facts_read(pid, w->need, w->facts) < 0) {
-		facts_free(w->facts);
-		noticed_drop(w->noticed, e);   /* gone already, or unreadable: the sweep decides */
-		return;
+	    facts_read(pid, need, f) < 0) {
+		noticed_drop(t, e);   /* gone already, or unreadable: the sweep decides */
+		return false;
 	}
-	if (!facts_loader_done(w->facts) && e->looks < LOOKS) {
-		facts_free(w->facts);
+	if (!facts_loader_done(f) && e->looks < LOOKS) {
 		e->due_ms = t_ms + look_delays_ms[e->looks++];
-		return;
+		return false;
 	}
 	e->asked = true;
 	e->asked_ms = t_ms;
 	e->start_ticks = st.start_ticks;
-	e->objects = w->facts->objects_read ? watch_objects_hash(w->facts) : 1;
-	if (watch_sweep_asked(w, pid, e->start_ticks, e->objects)) {
-		facts_free(w->facts);
-		return;   /* the sweep came between its exec and this look */
-	}
-	rule = policy_match(w->policy, &w->facts->p);
-	facts_free(w->facts);
-	if (!rule)
-		return;
-	log_msg(LOG_DEBUG, "rule %s: process %d taken at its exec", rule->name, (int)pid);
-	watch_submit(w, (size_t)(rule - w->policy->rules), &pid, 1);
+	e->objects = f->objects_read ? facts_objects_hash(f) : 1;
+	return true;
 }
 
 void watch_events_init(struct watch_events *ev)
@@ -77,45 +69,44 @@ void watch_events_init(struct watch_events *ev)
 }
 
 /* Closes the socket; server.c sees the generation change and forgets it. */
-static void events_stop(struct watch *w)
+static void events_stop(struct watch_events *ev)
 {
-	procconn_close(w->events.fd);
-	w->events.fd = -1;
-	w->events.gen++;
+	procconn_close(ev->fd);
+	ev->fd = -1;
+	ev->gen++;
 }
 
-void watch_events_sync(struct watch *w)
+void watch_events_sync(struct watch_events *ev, bool want, unsigned interval_ms)
 {
-	bool want = watch_active(w) && w->policy->exec_events;
-	char why[sizeof(w->events.why)];
+	char why[sizeof(ev->why)];
 	int fd;
 
-	if (!want && w->events.fd >= 0) {
-		events_stop(w);
+	if (!want && ev->fd >= 0) {
+		events_stop(ev);
 		log_msg(LOG_INFO, "exec events: no longer listening (the policy does not want them)");
 	}
-	if (!want || w->events.fd >= 0)
+	if (!want || ev->fd >= 0)
 		return;
 	fd = procconn_open(why, sizeof(why));
 	if (fd < 0) {
 		/* Said once, not at every reload: the sweep covers it, and that is no fault. */
-		if (strcmp(why, w->events.why))
+		if (strcmp(why, ev->why))
 			log_msg(LOG_NOTICE, "exec events unavailable: %s; new processes are found by the sweep, every %u ms",
-				why, w->policy->interval_ms);
-		snprintf(w->events.why, sizeof(w->events.why), "%s", why);
+				why, interval_ms);
+		snprintf(ev->why, sizeof(ev->why), "%s", why);
 		return;
 	}
-	w->events.fd = fd;
-	w->events.gen++;
-	w->events.why[0] = '\0';
+	ev->fd = fd;
+	ev->gen++;
+	ev->why[0] = '\0';
 	log_msg(LOG_INFO, "exec events: listening to the proc connector; the sweep runs every %u ms as well",
-		w->policy->interval_ms);
+		interval_ms);
 }
 
-void watch_events_close(struct watch *w)
+void watch_events_close(struct watch_events *ev)
 {
-	if (w->events.fd >= 0)
-		events_stop(w);
+	if (ev->fd >= 0)
+		events_stop(ev);
 }
 
 uint64_t watch_events_next_ms(const struct watch *w)
@@ -143,7 +134,7 @@ void watch_events(struct watch *w, uint64_t t_ms)
 	if (r < 0) {
 		log_msg(LOG_ERR, "exec events: reading the proc connector: %s; the sweep alone finds new processes until the next reload",
 			strerror(-r));
-		events_stop(w);
+		events_stop(&w->events);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -152,16 +143,5 @@ void watch_events(struct watch *w, uint64_t t_ms)
 	if (lost && t_ms - w->events.lost_logged_ms >= LOST_LOG_MS) {
 		log_msg(LOG_NOTICE, "exec events: some were lost (a burst of execs); the sweep finds those processes");
 		w->events.lost_logged_ms = t_ms;
-	}
-}
-
-void watch_look_due(struct watch *w, uint64_t t_ms, uint64_t until_us)
-{
-	struct noticed_entry *e;
-
-	while ((e = noticed_due(w->noticed, t_ms)) != NULL) {
-		look(w, e, t_ms);
-		if (now_us() >= until_us)
-			return;
 	}
 }

@@ -23,10 +23,10 @@ FUZZ_CLANG   ?= clang
 
 # The modules each harness tests (fuzz_server replaces action.c and log.c
 # with stubs of its own: it must never act on a real process).
-FUZZ_SRC_proto  := proto/proto.c
+FUZZ_SRC_proto  := proto/proto.c proto/names.c
 FUZZ_SRC_maps   := daemon/node/procfs.c daemon/node/procfs_parse.c
 FUZZ_SRC_elf    := daemon/node/elf.c
-FUZZ_SRC_server := daemon/serve/conn.c daemon/request/queue.c proto/proto.c
+FUZZ_SRC_server := daemon/serve/conn.c daemon/request/queue.c proto/proto.c proto/names.c
 FUZZ_SRC_select := daemon/node/select.c
 # policy.c's matching reads select.c and facts_needed() from facts.c; inih is linked.
 FUZZ_SRC_policy := daemon/watch/policy.c daemon/node/select.c daemon/node/facts.c daemon/node/procfs.c daemon/node/procfs_parse.c

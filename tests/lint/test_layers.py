@@ -137,6 +137,15 @@ def test_hacking_names_every_daemon_file():
     assert not missing, "HACKING.md's Layout does not name: " + ", ".join(missing)
 
 
+def test_hacking_names_every_proto_file():
+    """The same for proto/, which the daemon, the client and the fuzzers link:
+    each of its sources is named in the Layout with what it owns."""
+    hacking = (REPO / "HACKING.md").read_text()
+    missing = [p.name for p in sorted((REPO / "proto").glob("*.c"))
+               if not re.search(rf"`proto/{re.escape(p.name)}`", hacking)]
+    assert not missing, "HACKING.md's Layout does not name: proto/" + ", proto/".join(missing)
+
+
 # Modules (x.c with x.h; x_int.h, shared by x's files, is x's) that include one another
 # in a ring, each ring with why it is tolerated for now.
 KNOWN_RINGS = []   # module sets still including one another, each with its reason
@@ -210,6 +219,19 @@ def test_no_static_shares_an_exported_functions_name():
                for name in STATIC_DEF.findall(c.read_text()) if name in exported]
     assert not clashes, "\n".join(clashes)
     assert "watch_events_sync" in exported, "the pattern finds no exported function any more"
+
+
+def test_no_two_statics_share_a_name():
+    """Nor two statics of two files: a name says which room of the house a
+    function belongs to, and a reader (or a debugger's breakpoint) should
+    not have to ask which finish() or refuse() is meant."""
+    where = {}
+    for c in sorted(DAEMON.rglob("*.c")):
+        for name in set(STATIC_DEF.findall(c.read_text())):
+            where.setdefault(name, []).append(str(c.relative_to(REPO)))
+    shared = {name: files for name, files in where.items() if len(files) > 1}
+    assert not shared, "\n".join(f"{name}(): {', '.join(files)}" for name, files in sorted(shared.items()))
+    assert "place" in where, "the pattern finds no static function any more"
 
 
 # The ptrace boundary (HACKING.md): ptrace.h poisons the name ptrace unless

@@ -12,7 +12,7 @@ from btg.paths import REPO
 from btg.wire import ACTION_AT_EXEC, ERR_NAMES, MAGIC, MAX_PAYLOAD, MAX_PIDS, RESULT_ARMED, VERSION
 
 PROTO_H = (REPO / "proto" / "proto.h").read_text()
-PROTO_C = (REPO / "proto" / "proto.c").read_text()
+NAMES_C = (REPO / "proto" / "names.c").read_text()
 ARCH_STUB_H = (REPO / "daemon" / "arch" / "x86_64" / "arch_stub.h").read_text()
 
 
@@ -22,12 +22,12 @@ def define(text, name):
     return int(m.group(1).split("/*")[0].strip().rstrip("u"), 0)
 
 
-def test_error_names_match_proto_c():
+def test_error_names_match_names_c():
     enum = PROTO_H[PROTO_H.index("BTG_ERR_BASE = 4096"):PROTO_H.index("BTG_ERR_END")]
     codes = re.findall(r"\b(BTG_ERR_[A-Z_]+)\b\s*[,=]", enum)
     # BTG_ERR_BASE = 4096, then BTG_ERR_BUSY = BTG_ERR_BASE, ...
     codes = [c for c in codes if c != "BTG_ERR_BASE"]
-    names = dict(re.findall(r"\[(BTG_ERR_[A-Z_]+) - BTG_ERR_BASE\] = \{ \"([a-z-]+)\"", PROTO_C))
+    names = dict(re.findall(r"\[(BTG_ERR_[A-Z_]+) - BTG_ERR_BASE\] = \{ \"([a-z-]+)\"", NAMES_C))
     assert [names[c] for c in codes] == ERR_NAMES
 
 

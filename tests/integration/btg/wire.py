@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The wire protocol, spoken by the tests themselves (proto/PROTOCOL.md):
 for what btguardctl never sends.  tests/lint/test_wire_constants.py holds
-these constants to proto/proto.h and proto/proto.c.
+these constants to proto/proto.h and proto/names.c.
 """
 
 import collections
@@ -43,7 +43,7 @@ ERR_BUSY = 4096
 
 # Every wire error code by name, in code order from 4096 (proto/proto.h
 # enum proto_error; tests/lint/test_wire_constants.py holds this to
-# proto.c's table).
+# names.c's table).
 ERR_NAMES = ["busy", "foreign", "no-site", "traced", "denied", "no-process",
              "zombie", "kernel-thread", "self", "gone", "exec", "pid-reused",
              "verify", "stop-timeout", "elf", "unsupported", "protocol", "limit",
