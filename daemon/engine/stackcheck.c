@@ -650,27 +650,44 @@ static const struct stackcheck_span *span_of(uint64_t pc, const struct stackchec
 	return NULL;
 }
 
+/* The inner frames of a call scanned at most: the unwinder's are a few KiB. */
+#define CALLEE_SCAN_MAX (256u * 1024)
+
 /*
- * Whether the unwinder's frame a thread is inside (its registers as the
- * frame holds them, and its stack [lo, hi)) holds an address in a CODE
- * span: then the call hands the unwinder the walk's code, which it will
- * call.  A frame we cannot read holds it, as far as we can tell.
+ * Whether a thread inside the unwinder's call holds an address in a CODE
+ * span: then the call was handed the walk's code, which it will call.
+ * Where the unwinder keeps it (libgcc: a callee-saved register) is the
+ * thread's registers, or a save slot on the stack between its stack
+ * pointer and the caller's frame, a signal frame's saved registers
+ * included: lo (the thread's stack pointer) to hi (the caller's).  So
+ * all of them are looked at, the registers as the thread holds them
+ * (regs) and as the unwinder's frame does (inner); a word left there by
+ * an older call makes it busy too, which only costs a retry.  A range
+ * that is not one stretch of stack (an alternate signal stack) holds it,
+ * as far as we can tell.
  */
-static bool callee_holds_code(pid_t tid, const uint64_t *regs, size_t nregs, uint64_t lo,
-			      uint64_t hi, const struct stackcheck_span *spans, size_t nspans)
+static bool callee_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t *inner,
+			      size_t ninner, uint64_t hi, const struct stackcheck_span *spans,
+			      size_t nspans)
 {
 	struct stackcheck_span code[STACKCHECK_MAX_SPANS];
-	uint64_t chunk[256], bytes = 0, pc;
+	uint64_t chunk[256], bytes = 0, pc, word, lo = arch_regs_sp(regs);
 	size_t n = 0;
 
 	for (size_t i = 0; i < nspans; i++)
 		if (spans[i].kind == STACKCHECK_SPAN_CODE)
 			code[n++] = spans[i];
-	for (size_t i = 0; i < nregs; i++)
-		if (stackcheck_pc_unsafe(regs[i], code, n))
+	for (size_t off = 0; off + sizeof(word) <= sizeof(*regs); off += sizeof(word)) {
+		memcpy(&word, (const uint8_t *)regs + off, sizeof(word));
+		if (stackcheck_pc_unsafe(word, code, n))
 			return true;
-	if (lo >= hi)
-		return false;
+	}
+	for (size_t i = 0; i < ninner; i++)
+		if (stackcheck_pc_unsafe(inner[i], code, n))
+			return true;
+	lo = lo >= ARCH_RED_ZONE ? lo - ARCH_RED_ZONE : 0;
+	if (hi < lo || hi - lo > CALLEE_SCAN_MAX)
+		return true;
 	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
 				      &bytes, &pc) != 0;
 }
@@ -690,7 +707,7 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 			     struct stackcheck_hit *hit)
 {
 	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
-	uint64_t inner[ARCH_UNW_GPRS], inner_sp = 0;
+	uint64_t inner[ARCH_UNW_GPRS];
 	unw_cursor_t cursor;
 	int r, frame = 0;
 
@@ -711,8 +728,8 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 		in = span_of(ip, spans, nspans);
 		/* At the return itself (frame 0) the thread is back from the call. */
 		if (in && (in->kind != STACKCHECK_SPAN_CALLER ||
-			   (frame > 0 && callee_holds_code(tid, inner, ARCH_UNW_GPRS, inner_sp, sp,
-							   spans, nspans)))) {
+			   (frame > 0 && callee_holds_code(tid, regs, inner, ARCH_UNW_GPRS, sp, spans,
+							   nspans)))) {
 			hit->tid = tid;
 			hit->pc = ip;
 			hit->frame = frame;
@@ -721,7 +738,6 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 		}
 		for (int i = 0; i < (int)ARCH_UNW_GPRS; i++)
 			inner[i] = unw_get_reg(&cursor, i, &v) < 0 ? 0 : v;
-		inner_sp = sp;
 		if (++frame >= WALK_MAX_FRAMES)
 			return -ELOOP;
 		r = unw_step(&cursor);

@@ -6,8 +6,9 @@
  *
  * A worker thread calls backtrace() nonstop.  On a line "park" on stdin,
  * the main thread signals it until its SIGUSR1 handler finds it
- * interrupted inside libgcc_s's unwinder (the walk in progress, between
- * two calls of the per-frame callback glibc's backtrace() gave it), and
+ * interrupted inside libgcc_s's unwinder, in a call begun after the
+ * request (the walk in progress, between two calls of the per-frame
+ * callback glibc's backtrace() gave it), and
  * the handler then waits there: "parked".  "release" lets it go on, and
  * once it has completed more calls, "released N" (its calls so far).
  * What the daemon must not do meanwhile: take away code the parked call
@@ -25,7 +26,7 @@
 
 static uintptr_t gcc_lo, gcc_hi;            /* libgcc_s's code */
 static volatile sig_atomic_t parking, parked, release;
-static atomic_ulong calls;
+static atomic_ulong calls, park_after;
 
 static int find_libgcc(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -54,7 +55,12 @@ static void on_usr1(int sig, siginfo_t *si, void *uc)
 #endif
 
 	(void)sig, (void)si;
-	if (!parking || pc < gcc_lo || pc >= gcc_hi)
+	/*
+	 * Only in a call that began after "park" was asked for (one completed
+	 * since): a call the daemon's last guard stopped midway, descheduled
+	 * since, would still hold what backtrace() named before that guard.
+	 */
+	if (!parking || atomic_load(&calls) < park_after || pc < gcc_lo || pc >= gcc_hi)
 		return;
 	parking = 0;
 	parked = 1;
@@ -91,6 +97,7 @@ int main(void)
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strcmp(line, "park\n")) {
+			atomic_store(&park_after, atomic_load(&calls) + 1);
 			parking = 1;
 			while (!parked) {
 				pthread_kill(t, SIGUSR1);
