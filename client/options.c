@@ -173,9 +173,6 @@ static void parse_run(struct options *o, int n, char **cmd)
 	if (o->req.sel.fields || o->unit || o->slurm_arg || o->at_exec ||
 	    (o->req.flags & PROTO_FLAG_TREE))
 		usage_error("run starts its own process: no --at-exec, --tree or selector");
-	if (o->backtraces_given)
-		usage_error("--backtraces=segment is not made at an exec yet: run guards with the "
-			    "empty stub");
 	if (o->out.format == OUTPUT_PROMETHEUS || o->out.format == OUTPUT_TABLE ||
 	    o->out.format == OUTPUT_NAGIOS || o->output_path)
 		usage_error("--format=%s and --output report states: use them with status",
@@ -431,10 +428,7 @@ void options_parse(int argc, char **argv, struct options *o)
 		o->req.pids[o->req.npids++] = (int32_t)v;
 	}
 	if (o->backtraces_given && o->req.action != PROTO_ACTION_GUARD)
-		usage_error("--backtraces chooses a guard's form: it goes with guard");
-	if (o->at_exec && (o->req.flags & PROTO_FLAG_WALK))
-		usage_error("--backtraces=segment is not made at an exec yet: guard the process "
-			    "once it runs");
+		usage_error("--backtraces chooses a guard's form: it goes with guard and run");
 	if (o->at_exec)
 		check_at_exec(o);
 	if (o->out.format == OUTPUT_PROMETHEUS && o->req.action != PROTO_ACTION_STATUS)

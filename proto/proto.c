@@ -270,7 +270,8 @@ static int request_check(uint8_t action, uint8_t flags, uint32_t deadline_ms, ui
 	if (action == PROTO_ACTION_AT_EXEC && (npids != 1 || (flags & PROTO_FLAG_TREE)))
 		return refuse(why, BTG_ERR_PROTO,
 			      "at-exec names exactly one PID, without TREE or a selector");
-	if ((flags & PROTO_FLAG_WALK) && action != PROTO_ACTION_GUARD)
+	if ((flags & PROTO_FLAG_WALK) && action != PROTO_ACTION_GUARD &&
+	    action != PROTO_ACTION_AT_EXEC)
 		return refuse(why, BTG_ERR_PROTO, "WALK is a form of guard; %s takes no WALK",
 			      proto_action_name(action));
 	return 0;

@@ -69,7 +69,7 @@ enum proto_action {
 /* Request flags. */
 #define PROTO_FLAG_TREE    0x01u    /* also act on every current descendant */
 /*
- * GUARD only: the segment walk, which keeps backtraces up to a stack
+ * GUARD and AT_EXEC only: the segment walk, which keeps backtraces up to a stack
  * switcher's frame, where a site has it; the empty stub elsewhere (the
  * result says so: PROTO_WARN_NO_WALK).
  */

@@ -97,6 +97,7 @@ struct exec_job {
 	unsigned loader_calls;
 	uint32_t wake_before_ms;       /* the next wait for the exec: doubles while quiet */
 	bool wrote;
+	bool walk;                     /* guard --backtraces=segment: the walk where a site has it */
 	char exe[PATH_MAX];            /* the new program, for the answer */
 	char objects[MAX_AT_EXEC_OBJECTS][PATH_MAX];  /* mapped by the exec itself */
 	size_t nobjects;
@@ -159,6 +160,8 @@ static int finish_follow(struct exec_job *j, int r)
 	if (j->wrote)
 		res->flags |= PROTO_RESULT_WROTE;
 	patch_fill_sites(res, &j->sites);
+	if (j->walk)
+		patch_say_no_walk(res, &j->sites);
 	if (r < 0 && !j->wrote && j->sites.n == 0)
 		res->state = PROTO_PROC_UNKNOWN;
 	if (j->exec_at.tv_sec) {
@@ -199,13 +202,14 @@ static int guard_mapped(struct exec_job *j)
 				 j->sites.v[i].object, j->sites.v[i].addr);
 			return -BTG_ERR_FOREIGN;
 		}
-		planned = planned || j->sites.v[i].state == PROTO_SITE_ORIGINAL ||
-			  j->sites.v[i].state == PROTO_SITE_TORN;
+		planned = planned ||
+			  site_wants_write(site_form(true, j->walk, &j->sites.v[i]), &j->sites.v[i]);
 		library = library || (is_libc(j->sites.v[i].object) &&
 				      !mapped_by_exec(j, j->sites.v[i].object));
 	}
 	/* One task, stopped at a system call, nothing of these bytes run: see the top. */
-	r = sitewrite_all(j->pid, j->pid, &j->sites, true, false, res->message, sizeof(res->message));
+	r = sitewrite_all(j->pid, j->pid, &j->sites, true, j->walk, res->message,
+			  sizeof(res->message));
 	if (r < 0)
 		return r;   /* this round's words are restored; an earlier round's stay */
 	j->wrote = j->wrote || planned;
@@ -472,7 +476,7 @@ static uint64_t process_age_ms(uint64_t start_ticks)
 }
 
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **reterr_job)
+	       bool walk, uint32_t deadline_ms, struct proto_result *res, struct exec_job **reterr_job)
 {
 	char why[PROTO_MAX_MESSAGE + 1];
 	struct exec_job *j;
@@ -522,6 +526,7 @@ int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_p
 		goto out_answer;
 	}
 	j->slot = true;
+	j->walk = walk;
 	j->pid = pid;
 	j->caller = *caller;
 	j->res = res;

@@ -42,7 +42,8 @@ struct exec_job;
  * *reterr_job set (call exec_step()), or the negative code also in res.
  */
 int exec_begin(const struct auth_caller *caller, pid_t pid, const struct patch_pin *pin,
-	       uint32_t deadline_ms, struct proto_result *res, struct exec_job **reterr_job);
+	       bool walk, uint32_t deadline_ms, struct proto_result *res,
+	       struct exec_job **reterr_job);
 
 /*
  * Handles what the process did since the last step, a bounded piece of

@@ -316,14 +316,10 @@ static int replan(struct patch_job *j, size_t *ret_todo)
  * fallback, which never leaves a process unguarded), and the answer says
  * where and why.
  */
-static void tell_no_walk(struct patch_job *j)
+void patch_say_no_walk(struct proto_result *res, const struct site_list *sites)
 {
-	struct proto_result *res = j->res;
-
-	if (!j->a.guard || !j->a.walk)
-		return;
-	for (size_t i = 0; i < j->sites.n; i++) {
-		const struct site *s = &j->sites.v[i];
+	for (size_t i = 0; i < sites->n; i++) {
+		const struct site *s = &sites->v[i];
 
 		if (s->walk.planned)
 			continue;
@@ -347,7 +343,8 @@ static int finish(struct patch_job *j, int r)
 	j->answer_fresh = check_pin(j->a.pid, &j->pin, scratch, sizeof(scratch)) == 0 &&
 			  sites_read(j->a.via, &j->sites) == 0;
 	patch_fill_sites(j->res, &j->sites);
-	tell_no_walk(j);
+	if (j->a.guard && j->a.walk)
+		patch_say_no_walk(j->res, &j->sites);
 	j->res->error = proto_error_from_negative(r);
 	return r;
 }

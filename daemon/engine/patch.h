@@ -85,6 +85,13 @@ int patch_cancel(struct patch_job *j, int err, const char *why);
 struct site_list;
 void patch_fill_sites(struct proto_result *res, const struct site_list *sites);
 
+/*
+ * After patch_fill_sites(), for a guard asked for the segment walk: a
+ * site with none got the stub (the fallback, which never leaves a
+ * process unguarded), and res says where and why (PROTO_WARN_NO_WALK).
+ */
+void patch_say_no_walk(struct proto_result *res, const struct site_list *sites);
+
 /* Frees j (NULL is fine). */
 void patch_end(struct patch_job *j);
 

@@ -405,6 +405,9 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 	struct action_job *j;
 	int r;
 
+	bool walk = action & PATCH_WALK;
+
+	action &= ~PATCH_WALK;
 	*reterr_job = NULL;
 	memset(res, 0, sizeof(*res));
 	res->pid = want->pid;
@@ -430,9 +433,9 @@ int action_start(const struct auth_caller *caller, unsigned action, uint32_t dea
 		j->start_ticks = pin.start_ticks;
 	}
 	if (r == 0 && action == PROTO_ACTION_AT_EXEC)
-		r = exec_begin(caller, want->ours, &pin, deadline_ms, res, &j->exec);
+		r = exec_begin(caller, want->ours, &pin, walk, deadline_ms, res, &j->exec);
 	else if (r == 0)
-		r = start_patch(j, action, deadline_ms, &pin);
+		r = start_patch(j, action | (walk ? PATCH_WALK : 0), deadline_ms, &pin);
 	if (r < 0 || (!j->patch && !j->exec))
 		return action_end(j, r);
 	*reterr_job = j;

@@ -453,7 +453,8 @@ static int submit(struct queue *q, struct queue_entry *e, const struct queue_ops
 	e->interims = 0;
 	e->failed = 0;
 	e->tree = (flags & PROTO_FLAG_TREE) && action != PROTO_ACTION_STATUS;
-	e->walk = (flags & PROTO_FLAG_WALK) && action == PROTO_ACTION_GUARD;
+	e->walk = (flags & PROTO_FLAG_WALK) &&
+		  (action == PROTO_ACTION_GUARD || action == PROTO_ACTION_AT_EXEC);
 	e->relists = 0;
 	e->relist_from = 0;
 	/* A first step at once: most requests are done with it. */

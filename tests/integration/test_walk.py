@@ -185,6 +185,37 @@ def test_torch_under_the_empty_stub_has_no_cpp_traces(daemon, paused):
     assert torch_run(paused, daemon, "empty", "greenlet") == (0, 0, "")
 
 
+# ------------------------------------------------------- at the exec --
+
+def run_walked(daemon, *argv, env=None):
+    """btguardctl --backtraces=segment run -- ARGV: the command guarded at its exec."""
+    return subprocess.run([str(daemon.client_path(None)), "--socket", daemon.socket,
+                           "--backtraces=segment", "run", "--", *map(str, argv)],
+                          capture_output=True, text=True, timeout=TORCH_TIMEOUT,
+                          env={**os.environ, **(env or {})}, preexec_fn=_no_core)
+
+
+def test_run_walks_from_the_first_instruction(daemon, switcher):
+    """At the exec nothing of the switcher or of libgcc's unwinder is
+    mapped: both are found when the first call needs them."""
+    p = run_walked(daemon, CORO_CRASH, "--switch-lib", switcher)
+    assert p.returncode == 0, p
+    assert p.stdout.splitlines() == ["frames 3", "first victim_body", "last coro_trampoline"], p
+
+
+def test_torch_loaded_after_a_guard_at_the_exec_keeps_its_cpp_traces(daemon):
+    """The policy's no-window rule guards Python at its exec, before it
+    imports torch or greenlet: the walk must hold for what comes later."""
+    p = run_walked(daemon, PYTHON, WORKLOAD, "--mode", "greenlet",
+                   env={"TORCH_SHOW_CPP_STACKTRACES": "1"})
+    assert p.returncode == 0, p
+    out = p.stdout.splitlines()
+    assert out[-1] == "errors 20 ok", p
+    low = int(next(o for o in out if o.startswith("cpp frames ")).split()[2])
+    assert low > 3, out
+    assert any(o.startswith("cpp first ") and "c10::Error::Error" in o for o in out), out
+
+
 # ----------------------------------------- everything else as glibc's --
 
 def frames_of(lines, v):

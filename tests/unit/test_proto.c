@@ -350,7 +350,7 @@ static void request_decoder_rejections(void **state)
 	REJECT(0xff, 0, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0x04, 0, 0, 1, 5);         /* unknown flag bits */
 	REJECT(PROTO_ACTION_UNGUARD, PROTO_FLAG_WALK, 0, 0, 1, 5);   /* WALK: guard only */
-	REJECT(PROTO_ACTION_AT_EXEC, PROTO_FLAG_WALK, 0, 0, 1, 5);
+	REJECT(PROTO_ACTION_STATUS, PROTO_FLAG_WALK, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0x80, 0, 0, 1, 5);
 	REJECT(PROTO_ACTION_GUARD, 0, 1, 0, 1, 5);            /* reserved != 0 */
 	REJECT(PROTO_ACTION_GUARD, 0, 0x100, 0, 1, 5);
