@@ -306,7 +306,11 @@ static void every_broken_fact_falls_back(void **state)
 	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
 	/* The canary compared with another slot (ldr x3, [sp, #32]): its b.ne could fire. */
 	memcpy(c, deb12, sizeof(deb12));
-	put_insn(c, 0xa8, 0xf94013e3u);
+	put_insn(c, 0xac, 0xf94013e3u);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* The guard's address read from another GOT entry (ldr x1, [x1, #3632]). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xa8, 0xf9471821u);
 	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
 	/* No "mov w0, #0" before the epilogue (-> mov w0, #1). */
 	memcpy(c, deb12, sizeof(deb12));
@@ -316,7 +320,7 @@ static void every_broken_fact_falls_back(void **state)
 	memcpy(c, deb12, sizeof(deb12));
 	put_insn(c, 0x44, 0x54000000u | (((uint32_t)(0x24 - 0x44) / 4) & 0x7ffff) << 5);
 	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
-	/* A store on the path (mov x2, #0 -> str x2, [sp, #8]). */
+	/* A store on the path (mov x2, #0 -> str x2, [sp, #8]; x2 then keeps the canary too). */
 	memcpy(c, deb12, sizeof(deb12));
 	put_insn(c, 0xb8, 0xf90007e2u);
 	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
