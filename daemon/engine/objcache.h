@@ -23,7 +23,7 @@
 struct objcache_defs {
 	size_t n;
 	struct elf_def defs[ELF_MAX_DEFS];
-	uint8_t bytes[ELF_MAX_DEFS][SITE_CTX_LEN];   /* up to defs[i].file_avail of them */
+	uint8_t bytes[ELF_MAX_DEFS][SITE_CODE_LEN];  /* up to defs[i].file_avail of them */
 	struct walk_facts walk[ELF_MAX_DEFS];         /* what the segment walk may do there */
 };
 

@@ -40,7 +40,7 @@
  *        something, resume all, back off, retry;
  *     g. write each site's bytes that differ with one ptrace word (the
  *        byte a guard inside an instruction keeps, when a breakpoint sits
- *        on it, with a second; aarch64's undo and stub: one pwrite of
+ *        on it, with a second; aarch64's fallback, undo and stub: one pwrite of
  *        /proc/TID/mem), read them back, and if any read back differs
  *        restore every site already written (sitewrite.c);
  *     h. resume every thread as it was.

@@ -17,7 +17,14 @@
 #include "stub.h"
 
 #define SITE_SYMBOL   "backtrace"
-#define SITE_CTX_LEN  32u   /* bytes compared from the function entry on */
+#define SITE_CTX_LEN  ARCH_CTX_LEN   /* bytes compared from the function entry on */
+/*
+ * Bytes of the file read for planning: the whole function when its
+ * symbol's size is at most this (glibc's backtrace() is 212 bytes on
+ * arm64), for aarch64's proof of the return path its guard branches to
+ * (arch_plan_inside()).  Kept only while planning, never per site.
+ */
+#define SITE_CODE_LEN 512u
 
 /* Room kept for the segment walk's code, its table included (walk_code.c). */
 #define WALK_CODE_MAX 1024u

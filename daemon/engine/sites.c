@@ -167,14 +167,28 @@ static bool change_fits_a_page(uint64_t addr, const struct stub_plan *p)
 }
 
 /*
+ * The plan for s, from the file's bytes at it, code_len of them: with the
+ * whole function when its size is known and they hold it (aarch64's guard
+ * needs its return path), else from the compared bytes alone.
+ */
+static int plan_site(struct site *s, const struct elf_def *def, const uint8_t *bytes,
+		     size_t code_len)
+{
+	if (def->size >= s->ctx_len && def->size <= code_len)
+		return stub_plan_function(bytes, (size_t)def->size, s->ctx_len, s->addr,
+					  arch_cpu_features(), &s->plan);
+	return stub_plan(s->orig, s->ctx_len, arch_cpu_features(), &s->plan);
+}
+
+/*
  * bytes: the file's bytes at def, def->file_avail of them (at most
- * SITE_CTX_LEN needed); wf: what the segment walk may do there.
+ * SITE_CODE_LEN needed); wf: what the segment walk may do there.
  */
 static int add_site(struct site_list *list, const struct procfs_mapping *m,
 		    const struct elf_def *def, const uint8_t *bytes, const struct walk_facts *wf)
 {
 	uint64_t addr = m->start + (def->file_offset - m->offset);
-	size_t ctx = SITE_CTX_LEN;
+	size_t ctx = SITE_CTX_LEN, code_len = SITE_CODE_LEN;
 	struct site *s, *v;
 
 	for (size_t i = 0; i < list->n; i++)
@@ -183,10 +197,12 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	/* Every site is checked and reported; more than the reply can carry is refused. */
 	if (list->n == PROTO_MAX_SITES)
 		return -BTG_ERR_LIMIT;
-	if (def->file_avail < ctx)
-		ctx = (size_t)def->file_avail;
-	if (m->end - addr < ctx)
-		ctx = (size_t)(m->end - addr);
+	if (def->file_avail < code_len)
+		code_len = (size_t)def->file_avail;
+	if (m->end - addr < code_len)
+		code_len = (size_t)(m->end - addr);
+	if (code_len < ctx)
+		ctx = code_len;
 	v = realloc(list->v, (list->n + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -199,7 +215,7 @@ static int add_site(struct site_list *list, const struct procfs_mapping *m,
 	s->addr = addr;
 	s->ctx_len = ctx;
 	memcpy(s->orig, bytes, ctx);
-	if (stub_plan(s->orig, ctx, arch_cpu_features(), &s->plan) < 0)
+	if (plan_site(s, def, bytes, code_len) < 0)
 		return -BTG_ERR_ELF;  /* too close to the end of its segment to patch */
 	/*
 	 * A change of several words lands whole only inside one page
@@ -250,7 +266,7 @@ static int parse_object(int fd, const struct stat *st, struct objcache_defs *out
 		if (def->file_avail > (uint64_t)st->st_size - def->file_offset)
 			def->file_avail = (uint64_t)st->st_size - def->file_offset;
 		memcpy(out->bytes[out->n], (const uint8_t *)img + def->file_offset,
-		       def->file_avail < SITE_CTX_LEN ? (size_t)def->file_avail : SITE_CTX_LEN);
+		       def->file_avail < SITE_CODE_LEN ? (size_t)def->file_avail : SITE_CODE_LEN);
 		walk_facts_read(img, (size_t)st->st_size, def, (size_t)sysconf(_SC_PAGESIZE),
 				&out->walk[out->n]);
 		out->n++;
@@ -413,7 +429,8 @@ out_free:
 static void classify_entry(struct site *s)
 {
 	struct stub_plan plans[STUB_MAX_PLANS];
-	size_t n = stub_plans(s->orig, s->ctx_len, arch_cpu_features(), plans, STUB_MAX_PLANS);
+	size_t n = stub_plans(s->orig, s->ctx_len, arch_cpu_features(), &s->plan, plans,
+			      STUB_MAX_PLANS);
 	int state;
 
 	s->held = s->plan;

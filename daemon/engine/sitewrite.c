@@ -4,7 +4,7 @@
  * Each site's bytes that differ from what the stopped world's read found
  * (site_write_plan(), sites.c, built once) go in with one ptrace word (a
  * breakpoint on the byte a guard inside an instruction keeps: a second;
- * aarch64's 12 bytes: one pwrite, ptrace.c), are read back, and on any
+ * aarch64's 12-byte fallback: one pwrite, ptrace.c), are read back, and on any
  * failure every site written is put back as it was.
  */
 #include <errno.h>
@@ -23,7 +23,7 @@
  * Writes want[lo, hi) over a site whose bytes are now[] through tid, and
  * reads them back: 0, or why not.  Up to a word is one PTRACE_POKETEXT (of
  * the word from lo, or ending at the context's end, its other bytes as they
- * are); a longer range (aarch64's undo and stub) is one ptrace_poke_bytes(),
+ * are); a longer range (aarch64's fallback undo and stub) is one ptrace_poke_bytes(),
  * so a daemon killed meanwhile never leaves part of it.  now[] is updated.
  */
 static int write_range(pid_t tid, const struct site *s, uint8_t *now, const uint8_t *want,

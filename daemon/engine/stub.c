@@ -3,9 +3,11 @@
  * Stub placement and byte classification.  The stub is written with every
  * thread held and verified word by word (patch.c); on x86-64 the bytes a
  * plan changes fit one ptrace word (inside the canary load: 8, its first
- * byte kept), on aarch64 an undone first instruction makes them two, and
- * so may on x86-64 a plan that keeps more of the prologue around a
- * breakpoint (arch_stub.h says why these are safe).
+ * byte kept), on aarch64 too (one instruction, a branch to the function's
+ * own return-0 path); where those cannot be proven, an undone first
+ * instruction makes them two on aarch64, and so may on x86-64 a plan that
+ * keeps more of the prologue around a breakpoint (arch_stub.h says why
+ * these are safe).
  */
 #include <errno.h>
 #include <string.h>
@@ -59,22 +61,37 @@ static int finish_plan(size_t code_len, struct stub_plan *ret)
 	return 0;
 }
 
-int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret)
+/* stub_plan() and stub_plan_function(): whole says code[0..len) is all of the function. */
+static int plan_first(const uint8_t *code, size_t len, bool whole, size_t ctx_len, uint64_t addr,
+		      unsigned features, struct stub_plan *ret)
 {
-	const struct landing_pad *pad = find_landing_pad(code, len);
+	const struct landing_pad *pad = find_landing_pad(code, ctx_len);
 	size_t at = 0, n;
 
 	memset(ret, 0, sizeof(*ret));
-	n = arch_plan_inside(code, len, pad ? ARCH_LANDING_PAD_LEN : 0, &at, ret->bytes,
+	n = arch_plan_inside(code, len, whole, addr, pad ? ARCH_LANDING_PAD_LEN : 0, &at, ret->bytes,
 			     sizeof(ret->bytes));
 	if (n) {
 		ret->offset = at;
 		ret->len = n;
-		ret->keep = 1;
-		if (finish_plan(len, ret) == 0)
+		ret->keep = ARCH_INSIDE_KEEP;
+		if (finish_plan(ctx_len, ret) == 0)
 			return 0;
 	}
-	return stub_plan_following(code, len, features, ret);
+	return stub_plan_following(code, ctx_len, features, ret);
+}
+
+int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret)
+{
+	return plan_first(code, len, false, len, 0, features, ret);
+}
+
+int stub_plan_function(const uint8_t *code, size_t len, size_t ctx_len, uint64_t addr,
+		       unsigned features, struct stub_plan *ret)
+{
+	if (ctx_len > len)
+		return -EINVAL;
+	return plan_first(code, len, true, ctx_len, addr, features, ret);
 }
 
 int stub_plan_following(const uint8_t *code, size_t len, unsigned features,
@@ -145,13 +162,17 @@ static bool same_plan(const struct stub_plan *a, const struct stub_plan *b)
 	return a->offset == b->offset && a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
 }
 
-size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stub_plan *out,
-		  size_t max)
+size_t stub_plans(const uint8_t *code, size_t len, unsigned features, const struct stub_plan *first,
+		  struct stub_plan *out, size_t max)
 {
 	struct stub_plan following;
 	size_t n = 0;
 
-	if (max == 0 || stub_plan(code, len, features, &out[n]) < 0)
+	if (max == 0)
+		return 0;
+	if (first)
+		out[n] = *first;
+	else if (stub_plan(code, len, features, &out[n]) < 0)
 		return 0;
 	n++;
 	if (stub_plan_following(code, len, features, &following) < 0)
@@ -204,7 +225,7 @@ static int classify_change(const uint8_t *orig, const uint8_t *seen, const uint8
 			   const struct stub_plan *plan, bool *breakpoint)
 {
 	size_t end = plan->offset + plan->len;
-	bool ours = false, others = false;
+	bool ours = false, others = false, told = false;
 
 	if (plan->offset % ARCH_BREAKPOINT_LEN || plan->len % ARCH_BREAKPOINT_LEN)
 		return PROTO_SITE_FOREIGN;  /* cannot be: units are instructions */
@@ -213,8 +234,10 @@ static int classify_change(const uint8_t *orig, const uint8_t *seen, const uint8
 
 		if (!memcmp(seen + u, guarded + u, ARCH_BREAKPOINT_LEN)) {
 			ours = ours || !file;
+			told = told || !file;
 		} else if (file) {
 			others = true;
+			told = true;
 		} else if (is_breakpoint(seen + u)) {
 			others = true;
 			*breakpoint = true;
@@ -222,8 +245,14 @@ static int classify_change(const uint8_t *orig, const uint8_t *seen, const uint8
 			return PROTO_SITE_FOREIGN;
 		}
 	}
+	/*
+	 * Breakpoints over every unit that would tell (aarch64's one-instruction
+	 * guard under a uprobe): ours may be beneath, and calls now run the
+	 * file's instruction, unguarded.  Torn, so that status warns and guard
+	 * writes over it; the probe's removal leaves the file's or ours.
+	 */
 	if (!ours)
-		return PROTO_SITE_ORIGINAL;
+		return told ? PROTO_SITE_ORIGINAL : PROTO_SITE_TORN;
 	return others ? PROTO_SITE_TORN : PROTO_SITE_GUARDED;
 }
 

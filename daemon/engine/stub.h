@@ -27,13 +27,25 @@ struct stub_plan {
  * code[0..len), on a CPU with the ARCH_FEATURE_* bits in features (the
  * daemon passes arch_cpu_features(); tests pass what they test).  First
  * choice, where the CPU and the prologue allow: the change inside one
- * instruction of the file, keeping its first byte, after a prologue it
- * undoes (arch_plan_inside(): no instruction start inside the change, so
- * no breakpoint placed later can land in it).  Else stub_plan_following().
- * The words that carry the change must fit: -EINVAL when len < offset +
- * nwords * ARCH_WORD_LEN.
+ * instruction of the file (x86-64: keeping its first byte, after a
+ * prologue it undoes), or of one instruction (aarch64, which needs the
+ * whole function: stub_plan_function()), arch_plan_inside(): no
+ * instruction start inside the change but its own, so no breakpoint
+ * placed later can land in it.  Else stub_plan_following().  The words
+ * that carry the change must fit: -EINVAL when len < offset + nwords *
+ * ARCH_WORD_LEN.
  */
 int stub_plan(const uint8_t *code, size_t len, unsigned features, struct stub_plan *ret);
+
+/*
+ * stub_plan() with the function's whole file bytes, code[0..len) (its
+ * symbol's size), for the analysis, the function at run-time address addr
+ * (aarch64's adrp works in its pages); the plan's words fit its first
+ * ctx_len bytes, those compared and written (-EINVAL as stub_plan(), and
+ * when ctx_len > len).
+ */
+int stub_plan_function(const uint8_t *code, size_t len, size_t ctx_len, uint64_t addr,
+		       unsigned features, struct stub_plan *ret);
 
 /*
  * The stub after the first instruction: a landing pad stays first and the
@@ -68,15 +80,16 @@ int stub_plan_keeping(const uint8_t *code, size_t len, unsigned features, size_t
 
 /*
  * Every placement a site may hold, in the order to classify it: out[0]
- * stub_plan()'s, then stub_plan_following()'s (the first choice of
+ * first (the site's plan, stub_plan_function()'s), or stub_plan()'s when
+ * first is NULL, then stub_plan_following()'s (the first choice of
  * an older btguard, which placed nothing inside an instruction), then
  * those keeping more of the prologue
  * (stub_plan_keeping(), shortest first), then an older btguard's at the
  * entry.  Their number (0 when stub_plan() fails), at most max.
  */
 #define STUB_MAX_PLANS 8u
-size_t stub_plans(const uint8_t *code, size_t len, unsigned features, struct stub_plan *out,
-		  size_t max);
+size_t stub_plans(const uint8_t *code, size_t len, unsigned features, const struct stub_plan *first,
+		  struct stub_plan *out, size_t max);
 
 /*
  * Whether no breakpoint (one that is not the file's byte) lies in the
@@ -98,7 +111,9 @@ void stub_apply(const uint8_t *orig, size_t len, const struct stub_plan *plan, u
  * instruction-sized unit may hold the stub's bytes, the file's or a
  * breakpoint: all the stub's is guarded; none of them the stub's (the
  * file's, breakpoints over it) is original; a mix is torn, what a uprobe
- * inside the change leaves while it is there and after it went.  Outside
+ * inside the change leaves while it is there and after it went; and so
+ * is a change whose every unit that would tell is under a breakpoint
+ * (aarch64's one instruction under a uprobe: ours may be beneath).  Outside
  * the change anything but the file's bytes is foreign.  *ret_breakpoint
  * says a breakpoint is there, on the entry or inside the change.
  */

@@ -107,8 +107,9 @@ static void breakpoint_on_the_entry_seen_through(void **state)
 }
 
 /*
- * Debian 12's glibc backtrace() begins "stp x29, x30, [sp, #-N]!; mov x29,
- * sp; stp x19, x20, ...": the change (add sp; mov w0, #0; ret) covers three
+ * A definition beginning "stp x29, x30, [sp, #-N]!; mov x29, sp; stp x19,
+ * x20, ..." whose return path cannot be proven (only its first bytes are
+ * known here): the change (add sp; mov w0, #0; ret) covers three
  * instructions of the file, each one a place for a uprobe.  Its brk #5
  * over one of ours, or the file's instruction it writes back when it goes
  * (a whole instruction on arm64), is torn: never foreign, never guarded.
@@ -191,6 +192,234 @@ static void pacibsp_never_retaa(void **state)
 	assert_memory_not_equal(a.bytes + 4, b.bytes + 4, 4);
 }
 
+/*
+ * glibc's backtrace() as Debian ships it for arm64, whole (its symbol's
+ * size), at its address in the file (the text's vaddr is its file offset):
+ * Debian 12's 2.36-9+deb12u14 at 0xf9670 (212 bytes: "sub sp, sp, #0x50",
+ * the canary stored at +0x20, "mov x1, #0" at +0x24, the return-0 path
+ * "mov w0, #0" at +0xa0), Debian 13's 2.41-12+deb13u5 at 0xf9108 (220
+ * bytes: paciasp first, the same 4 bytes later, "autiasp; ret").
+ */
+static const uint8_t deb12[212] = {
+	0xff, 0x43, 0x01, 0xd1, 0x22, 0x05, 0x00, 0xd0, 0x42, 0x34, 0x47, 0xf9, 0xfd, 0x7b, 0x03, 0xa9,
+	0xfd, 0xc3, 0x00, 0x91, 0xf3, 0x23, 0x00, 0xf9, 0xf3, 0x03, 0x01, 0x2a, 0x41, 0x00, 0x40, 0xf9,
+	0xe1, 0x17, 0x00, 0xf9, 0x01, 0x00, 0x80, 0xd2, 0xe0, 0x07, 0x00, 0xf9, 0x0d, 0xc9, 0xff, 0x97,
+	0xe0, 0x7f, 0x01, 0xa9, 0x01, 0x00, 0x80, 0x12, 0xe1, 0x4f, 0x04, 0x29, 0x7f, 0x02, 0x00, 0x71,
+	0x04, 0xc8, 0x40, 0xfa, 0xe0, 0x02, 0x00, 0x54, 0x21, 0x05, 0x00, 0xd0, 0x21, 0x18, 0x47, 0xf9,
+	0x03, 0x00, 0x00, 0x90, 0x02, 0x00, 0x40, 0xf9, 0x60, 0x40, 0x16, 0x91, 0x23, 0x00, 0x40, 0xf9,
+	0xe1, 0x23, 0x00, 0x91, 0x42, 0x00, 0x03, 0xca, 0x40, 0x00, 0x3f, 0xd6, 0xe0, 0x23, 0x40, 0xb9,
+	0x1f, 0x04, 0x00, 0x71, 0x2d, 0x01, 0x00, 0x54, 0xe2, 0x07, 0x40, 0xf9, 0xe1, 0x00, 0x80, 0x92,
+	0x21, 0xcc, 0x20, 0x8b, 0x41, 0x68, 0x61, 0xf8, 0x3f, 0x00, 0x00, 0xf1, 0xe1, 0x17, 0x9f, 0x1a,
+	0x00, 0x00, 0x01, 0x4b, 0x04, 0x00, 0x00, 0x14, 0x1f, 0x04, 0x00, 0x31, 0x41, 0x00, 0x00, 0x54,
+	0x00, 0x00, 0x80, 0x52, 0x21, 0x05, 0x00, 0xd0, 0x21, 0x34, 0x47, 0xf9, 0xe3, 0x17, 0x40, 0xf9,
+	0x22, 0x00, 0x40, 0xf9, 0x63, 0x00, 0x02, 0xeb, 0x02, 0x00, 0x80, 0xd2, 0xa1, 0x00, 0x00, 0x54,
+	0xfd, 0x7b, 0x43, 0xa9, 0xf3, 0x23, 0x40, 0xf9, 0xff, 0x43, 0x01, 0x91, 0xc0, 0x03, 0x5f, 0xd6,
+	0xa8, 0x09, 0x00, 0x94,
+};
+static const uint8_t deb13[220] = {
+	0x3f, 0x23, 0x03, 0xd5, 0xff, 0x43, 0x01, 0xd1, 0xa2, 0x05, 0x00, 0xd0, 0x42, 0x3c, 0x47, 0xf9,
+	0xfd, 0x7b, 0x03, 0xa9, 0xfd, 0xc3, 0x00, 0x91, 0xf3, 0x23, 0x00, 0xf9, 0xf3, 0x03, 0x01, 0x2a,
+	0x41, 0x00, 0x40, 0xf9, 0xe1, 0x17, 0x00, 0xf9, 0x01, 0x00, 0x80, 0xd2, 0xe0, 0x07, 0x00, 0xf9,
+	0x3a, 0xd2, 0xff, 0x97, 0xe0, 0x7f, 0x01, 0xa9, 0x01, 0x00, 0x80, 0x12, 0xe1, 0x4f, 0x04, 0x29,
+	0x1f, 0x00, 0x00, 0xf1, 0x64, 0x1a, 0x40, 0x7a, 0xed, 0x02, 0x00, 0x54, 0xa1, 0x05, 0x00, 0xd0,
+	0x21, 0x18, 0x47, 0xf9, 0x03, 0x00, 0x00, 0x90, 0x02, 0x00, 0x40, 0xf9, 0x60, 0x80, 0x00, 0x91,
+	0x23, 0x00, 0x40, 0xf9, 0xe1, 0x23, 0x00, 0x91, 0x42, 0x00, 0x03, 0xca, 0x40, 0x00, 0x3f, 0xd6,
+	0xe0, 0x23, 0x40, 0xb9, 0x1f, 0x04, 0x00, 0x71, 0x2d, 0x01, 0x00, 0x54, 0xe2, 0x07, 0x40, 0xf9,
+	0xe1, 0x00, 0x80, 0x92, 0x21, 0x4c, 0x20, 0x8b, 0x41, 0x68, 0x61, 0xf8, 0x3f, 0x00, 0x00, 0xf1,
+	0xe1, 0x17, 0x9f, 0x1a, 0x00, 0x00, 0x01, 0x4b, 0x04, 0x00, 0x00, 0x14, 0x1f, 0x04, 0x00, 0x31,
+	0x41, 0x00, 0x00, 0x54, 0x00, 0x00, 0x80, 0x52, 0xa1, 0x05, 0x00, 0xd0, 0x21, 0x3c, 0x47, 0xf9,
+	0xe3, 0x17, 0x40, 0xf9, 0x22, 0x00, 0x40, 0xf9, 0x63, 0x00, 0x02, 0xeb, 0x02, 0x00, 0x80, 0xd2,
+	0xc1, 0x00, 0x00, 0x54, 0xf3, 0x23, 0x40, 0xf9, 0xfd, 0x7b, 0x43, 0xa9, 0xff, 0x43, 0x01, 0x91,
+	0xbf, 0x23, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6, 0xc0, 0x07, 0x00, 0x94,
+};
+#define DEB12_ADDR 0xf9670u
+#define DEB13_ADDR 0xf9108u
+#define CTX 64u
+#define B_PLUS_0x7C "\x1f\x00\x00\x14"   /* b .+0x7c */
+#define BRK_5 "\xa0\x00\x20\xd4"
+
+static void put_insn(uint8_t *code, size_t at, uint32_t insn)
+{
+	code[at] = (uint8_t)insn;
+	code[at + 1] = (uint8_t)(insn >> 8);
+	code[at + 2] = (uint8_t)(insn >> 16);
+	code[at + 3] = (uint8_t)(insn >> 24);
+}
+
+/*
+ * The guard is one instruction: the one after the canary's store becomes
+ * a branch to the function's own "mov w0, #0" and epilogue, with or
+ * without PAuth (the path authenticates x30 itself after paciasp).
+ */
+static void plan_one_branch_to_the_return_zero_path(void **state)
+{
+	struct stub_plan p;
+	(void)state;
+	for (unsigned f = 0; f <= ARCH_FEATURE_PAUTH; f += ARCH_FEATURE_PAUTH) {
+		assert_int_equal(stub_plan_function(deb12, sizeof(deb12), CTX, DEB12_ADDR, f, &p), 0);
+		assert_int_equal(p.offset, 0x24);
+		assert_int_equal(p.len, 4);
+		assert_int_equal(p.keep, 0);
+		assert_int_equal(p.nwords, 1);
+		assert_memory_equal(p.bytes, B_PLUS_0x7C, 4);
+		assert_int_equal(stub_plan_function(deb13, sizeof(deb13), CTX, DEB13_ADDR, f, &p), 0);
+		assert_int_equal(p.offset, 0x28);
+		assert_int_equal(p.len, 4);
+		assert_memory_equal(p.bytes, B_PLUS_0x7C, 4);
+	}
+	/* The same code loaded 4 KiB further: the same pages, the same plan. */
+	assert_int_equal(stub_plan_function(deb12, sizeof(deb12), CTX, DEB12_ADDR + 0x7000, 0, &p), 0);
+	assert_int_equal(p.offset, 0x24);
+	/* Only its first bytes known: no proof, the stub after the first instruction. */
+	assert_int_equal(stub_plan(deb12, CTX, 0, &p), 0);
+	assert_int_equal(p.offset, 4);
+	assert_int_equal(p.len, 12);
+}
+
+/* The plan an analysis that does not match exactly falls back to: today's. */
+static void falls_back(const uint8_t *code, size_t len, uint64_t addr, unsigned features)
+{
+	struct stub_plan p;
+
+	assert_int_equal(stub_plan_function(code, len, CTX, addr, features, &p), 0);
+	assert_int_equal(p.offset, 4);
+	/* After a landing pad (hint space, 0xd503....) the stub alone, else undo and stub. */
+	assert_int_equal(p.len, code[3] == 0xd5 ? 8 : 12);
+}
+
+/*
+ * Each fact the branch relies on, broken one at a time in the real bytes:
+ * the analysis must refuse, never branch.
+ */
+static void every_broken_fact_falls_back(void **state)
+{
+	uint8_t c[sizeof(deb13)];
+	(void)state;
+
+	/* x19 not reloaded on the path (ldr x19, [sp, #64] -> nop). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xc4, 0xd503201fu);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* The frame not freed whole (add sp, sp, #0x40). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xc8, 0x910103ffu);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* The canary compared with another slot (ldr x3, [sp, #32]): its b.ne could fire. */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xac, 0xf94013e3u);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* The guard's address read from another GOT entry (ldr x1, [x1, #3632]). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xa8, 0xf9471821u);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* No "mov w0, #0" before the epilogue (-> mov w0, #1). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xa0, 0x52800020u);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* A branch of the function back to the instruction we change (b.eq -> +0x24). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0x44, 0x54000000u | (((uint32_t)(0x24 - 0x44) / 4) & 0x7ffff) << 5);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* A store on the path (mov x2, #0 -> str x2, [sp, #8]; x2 then keeps the canary too). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xb8, 0xf90007e2u);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/* The canary left in a register at the return (mov x2, #0 -> nop). */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0xb8, 0xd503201fu);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+	/*
+	 * The code where the two adrp of the canary's address fall in
+	 * different pages (the function 0xf60 into one): the same bytes then
+	 * name two addresses, and the path's check would call __stack_chk_fail.
+	 */
+	falls_back(deb12, sizeof(deb12), 0xf9f60u, 0);
+	/* x30 signed by paciasp, never authenticated (autiasp -> nop). */
+	memcpy(c, deb13, sizeof(deb13));
+	put_insn(c, 0xd0, 0xd503201fu);
+	falls_back(c, sizeof(deb13), DEB13_ADDR, ARCH_FEATURE_PAUTH);
+	/* Signed with key B at the entry, authenticated with key A on the path. */
+	memcpy(c, deb13, sizeof(deb13));
+	put_insn(c, 0, 0xd503237fu);
+	falls_back(c, sizeof(deb13), DEB13_ADDR, ARCH_FEATURE_PAUTH);
+	/* The prologue's canary store gone (str x1, [sp, #40] -> nop): nothing to place after. */
+	memcpy(c, deb12, sizeof(deb12));
+	put_insn(c, 0x20, 0xd503201fu);
+	falls_back(c, sizeof(deb12), DEB12_ADDR, 0);
+}
+
+/*
+ * A uprobe on the branch (attached after the guard): the kernel's brk
+ * over all of our change.  Calls replay the file's "mov x1, #0" and run
+ * the file's code, unguarded: torn (status warns, guard writes over it).
+ * Its removal writes the file's instruction back: original.  A probe on
+ * any other instruction leaves the guard whole.  Before the guard, the
+ * same brk cannot tell whose instruction is beneath: torn too.
+ */
+static void a_uprobe_on_the_branch_tears_it(void **state)
+{
+	struct stub_plan p;
+	uint8_t guarded[CTX], mem[CTX];
+	bool bp;
+	(void)state;
+	assert_int_equal(stub_plan_function(deb12, sizeof(deb12), CTX, DEB12_ADDR, 0, &p), 0);
+	stub_apply(deb12, CTX, &p, guarded);
+	assert_memory_equal(guarded + 0x24, B_PLUS_0x7C, 4);
+	assert_int_equal(stub_classify(deb12, guarded, CTX, &p, &bp), PROTO_SITE_GUARDED);
+	assert_false(bp);
+	memcpy(mem, guarded, CTX);
+	memcpy(mem + 0x24, BRK_5, 4);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
+	memcpy(mem + 0x24, deb12 + 0x24, 4);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_ORIGINAL);
+	assert_false(bp);
+	for (size_t at = 0; at < CTX; at += 4) {
+		if (at == 0x24)
+			continue;
+		memcpy(mem, guarded, CTX);
+		memcpy(mem + at, BRK_5, 4);
+		assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_GUARDED);
+		assert_true(bp);
+		memcpy(mem, deb12, CTX);
+		memcpy(mem + at, BRK_5, 4);
+		assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_ORIGINAL);
+		assert_true(bp);
+	}
+	memcpy(mem, deb12, CTX);
+	memcpy(mem + 0x24, BRK_5, 4);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_TORN);
+	assert_true(bp);
+	/* Half our branch, half the file's: nobody writes that. */
+	memcpy(mem, guarded, CTX);
+	memcpy(mem + 0x24, deb12 + 0x24, 2);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &p, &bp), PROTO_SITE_FOREIGN);
+}
+
+/*
+ * A process an older btguard guarded (the stub after the first
+ * instruction, 12 bytes) is still recognised, after the new plan: status
+ * says guarded, unguard finds what to undo.
+ */
+static void the_older_placement_still_recognised(void **state)
+{
+	struct stub_plan first, plans[STUB_MAX_PLANS], old;
+	uint8_t mem[CTX];
+	bool bp;
+	size_t n;
+	(void)state;
+	assert_int_equal(stub_plan_function(deb12, sizeof(deb12), CTX, DEB12_ADDR, 0, &first), 0);
+	n = stub_plans(deb12, CTX, 0, &first, plans, STUB_MAX_PLANS);
+	assert_true(n >= 2);
+	assert_int_equal(plans[0].offset, 0x24);
+	assert_int_equal(stub_plan_following(deb12, CTX, 0, &old), 0);
+	assert_int_equal(plans[1].offset, old.offset);
+	assert_int_equal(plans[1].len, 12);
+	stub_apply(deb12, CTX, &old, mem);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &plans[0], &bp), PROTO_SITE_FOREIGN);
+	assert_int_equal(stub_classify(deb12, mem, CTX, &plans[1], &bp), PROTO_SITE_GUARDED);
+}
+
 static void word_must_fit(void **state)
 {
 	struct stub_plan p;
@@ -214,6 +443,10 @@ int main(void)
 		cmocka_unit_test(pac_without_pauth_plain_ret),
 		cmocka_unit_test(pacibsp_never_retaa),
 		cmocka_unit_test(word_must_fit),
+		cmocka_unit_test(plan_one_branch_to_the_return_zero_path),
+		cmocka_unit_test(every_broken_fact_falls_back),
+		cmocka_unit_test(a_uprobe_on_the_branch_tears_it),
+		cmocka_unit_test(the_older_placement_still_recognised),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,10 @@
  * the uprobe PMU, no BPF) at the run-time address ADDR of process PID, one
  * event per thread so each counts its hits, holds it MS milliseconds, and
  * detaches.  Prints "hits N" and exits 0 when the breakpoint was hit, 1 when
- * it was never hit, 2 when it could not be attached.  For the aarch64 guest
- * test: a uprobe put on, and taken off, a guarded backtrace() entry.
+ * it was never hit, 2 when it could not be attached; "attached N" (N
+ * threads) goes out first, once the probe is in.  For the aarch64 guest
+ * test: a uprobe put on, and taken off, a guarded backtrace(), at its
+ * entry and at each instruction in and around the guard.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -101,6 +103,9 @@ int main(int argc, char **argv)
 		fds[nfds++] = fd;
 	}
 	closedir(dir);
+	/* The test waits for this line before it looks at the bytes under the probe. */
+	printf("attached %d\n", nfds);
+	fflush(stdout);
 	nap.tv_sec = ms / 1000;
 	nap.tv_nsec = (ms % 1000) * 1000000L;
 	nanosleep(&nap, NULL);

@@ -408,4 +408,19 @@ MUTANTS = [
        "\t\treturn r ? r : write_short(tid, w->call, w->call_ours, ARCH_WALK_CALL_LEN);",
        "\t\treturn write_short(tid, w->call, w->call_ours, ARCH_WALK_CALL_LEN);")],
      ["test_walk.py::test_the_crash_cured_with_the_coroutines_frames_kept"]),
+    # -- aarch64's one-instruction guard (a branch to the function's own return-0 path) --
+    # Its path would then be taken with a canary compared against another slot: the
+    # b.ne to __stack_chk_fail fires on every guarded call.
+    ("aarch64's branch-path proof skips the canary check", "daemon/arch/aarch64/arch_stub.h",
+     [("\t\treturn st->flags_equal ? A64_NEXT : A64_FAIL;", "\t\treturn A64_NEXT;")],
+     ["unit"]),
+    ("aarch64's branch-path proof lets a callee-saved register come back changed",
+     "daemon/arch/aarch64/arch_stub.h",
+     [("\t\tif (r >= 18 && !arch_a64_same(", "\t\tif (r >= 29 && !arch_a64_same(")],
+     ["unit"]),
+    ("a uprobe over aarch64's one-instruction guard taken as original (no warning, no repair)",
+     "daemon/engine/stub.c",
+     [("\t\treturn told ? PROTO_SITE_ORIGINAL : PROTO_SITE_TORN;",
+       "\t\treturn PROTO_SITE_ORIGINAL;")],
+     ["unit"]),
 ]

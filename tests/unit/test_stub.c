@@ -320,14 +320,14 @@ static void plan_keeping_more_of_the_prologue(void **state)
 	assert_int_equal(stub_plan_keeping(debian32, 32, 0, 6, &p), -ENOENT);   /* mov %fs:... */
 	/* The plan's (inside the canary load), the one following the first
 	 * instruction, four that keep more, the old one at the entry. */
-	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 7);
+	assert_int_equal(stub_plans(debian32, 32, 0, NULL, plans, STUB_MAX_PLANS), 7);
 	assert_int_equal(plans[0].offset, 11);
 	assert_int_equal(plans[0].bytes[0], 0x64);
 	assert_int_equal(plans[1].offset, 1);
 	assert_int_equal(plans[5].offset, 11);
 	assert_int_equal(plans[5].bytes[0], 0x48);
 	assert_int_equal(plans[6].offset, 0);
-	assert_int_equal(stub_plans(debian32, 32, 0, plans, 3), 3);
+	assert_int_equal(stub_plans(debian32, 32, 0, NULL, plans, 3), 3);
 	/* Never a write into a register the caller relies on that no pop restores. */
 	assert_int_equal(stub_plan_keeping((const uint8_t *)"\x53\x89\xc5" FILL16, 19, 0, 2, &p),
 			 -ENOENT);                                               /* mov %eax,%ebp */
@@ -356,7 +356,7 @@ static void classify_a_guard_planned_around_a_breakpoint(void **state)
 	uint8_t mem[32];
 	bool bp;
 	(void)state;
-	assert_int_equal(stub_plans(debian32, 32, 0, plans, STUB_MAX_PLANS), 7);
+	assert_int_equal(stub_plans(debian32, 32, 0, NULL, plans, STUB_MAX_PLANS), 7);
 	memcpy(mem, debian32, 32);
 	mem[1] = 0xcc;
 	assert_int_equal(stub_classify(debian32, mem, 32, &plans[1], &bp), PROTO_SITE_ORIGINAL);

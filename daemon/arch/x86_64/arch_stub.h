@@ -181,13 +181,20 @@ struct arch_prologue_step {
 	uint32_t depth;    /* bytes below %rbp after it, with a frame */
 };
 
-static inline size_t arch_plan_inside(const uint8_t *code, size_t len, size_t start,
-				      size_t *ret_at, uint8_t *out, size_t out_max)
+/*
+ * code[0..len): the function's first bytes (all of it when whole: the
+ * prologue is all this needs), at run-time address addr (no x86-64
+ * instruction here depends on it); its landing pad, if any, before start.
+ */
+static inline size_t arch_plan_inside(const uint8_t *code, size_t len, bool whole, uint64_t addr,
+				      size_t start, size_t *ret_at, uint8_t *out, size_t out_max)
 {
 	struct arch_prologue_step steps[16];
 	size_t nsteps = 0, off = start, n = 0, insn;
 	uint32_t written = 0, depth = 0;
 	bool frame = false;
+
+	(void)whole, (void)addr;
 
 	if (len >= start + 4 && code[start] == 0x55 && code[start + 1] == 0x48 &&
 	    code[start + 2] == 0x89 && code[start + 3] == 0xe5) {
@@ -299,6 +306,15 @@ static inline size_t arch_plan_inside(const uint8_t *code, size_t len, size_t st
 	*ret_at = off;
 	return n;
 }
+
+/* The inside plan keeps the first byte of the instruction it lies in (the %fs prefix). */
+#define ARCH_INSIDE_KEEP 1u
+
+/*
+ * Bytes compared from the entry on (site.h): the guard lies in the first
+ * 20 or so (glibc's canary load ends at +20 on Debian 12).
+ */
+#define ARCH_CTX_LEN     32u
 
 /* The unit PTRACE_PEEKTEXT / POKETEXT move, in bytes. */
 #define ARCH_WORD_LEN    8u
