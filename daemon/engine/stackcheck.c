@@ -685,7 +685,8 @@ static bool callee_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t
 	for (size_t i = 0; i < ninner; i++)
 		if (stackcheck_pc_unsafe(inner[i], code, n))
 			return true;
-	lo = lo >= ARCH_RED_ZONE ? lo - ARCH_RED_ZONE : 0;
+	/* The red zone below: a leaf may keep it there (x86-64's 128 bytes; none on aarch64). */
+	lo = lo > (uint64_t)ARCH_RED_ZONE ? lo - (uint64_t)ARCH_RED_ZONE : 0;
 	if (hi < lo || hi - lo > CALLEE_SCAN_MAX)
 		return true;
 	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
