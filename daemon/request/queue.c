@@ -479,10 +479,10 @@ int queue_submit(struct queue *q, struct queue_entry *e, const struct auth_calle
 }
 
 int queue_submit_targets(struct queue *q, struct queue_entry *e, const struct queue_ops *ops,
-			 const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
-			 struct action_expansion *x)
+			 const struct auth_caller *caller, unsigned action, unsigned flags,
+			 uint32_t deadline_ms, struct action_expansion *x)
 {
-	return submit(q, e, ops, caller, action, 0, deadline_ms, x);
+	return submit(q, e, ops, caller, action, flags, deadline_ms, x);
 }
 
 void queue_hold_back(struct queue *q, struct queue_entry *e, bool held)

@@ -122,8 +122,8 @@ int queue_submit(struct queue *q, struct queue_entry *e, const struct auth_calle
  * turns, the same one-operation-per-process rule, the same action path.
  */
 int queue_submit_targets(struct queue *q, struct queue_entry *e, const struct queue_ops *ops,
-			 const struct auth_caller *caller, unsigned action, uint32_t deadline_ms,
-			 struct action_expansion *x);
+			 const struct auth_caller *caller, unsigned action, unsigned flags,
+			 uint32_t deadline_ms, struct action_expansion *x);
 
 /* The owner cannot take replies for now (held) or can again. */
 void queue_hold_back(struct queue *q, struct queue_entry *e, bool held);

@@ -32,6 +32,7 @@ enum {
 	KEY_ACTION = 1u << 0, KEY_AT_RISK = 1u << 1, KEY_ALL = 1u << 2, KEY_USER = 1u << 3,
 	KEY_EXE = 1u << 4, KEY_CMDLINE = 1u << 5, KEY_CGROUP = 1u << 6, KEY_UNIT = 1u << 7,
 	KEY_MAPS = 1u << 8, KEY_INTERVAL = 1u << 9, KEY_EXEC_EVENTS = 1u << 10,
+	KEY_BACKTRACES = 1u << 11,
 };
 
 static const struct {
@@ -42,6 +43,7 @@ static const struct {
 	{ "user", KEY_USER },     { "exe", KEY_EXE },         { "cmdline", KEY_CMDLINE },
 	{ "cgroup", KEY_CGROUP }, { "unit", KEY_UNIT },       { "maps", KEY_MAPS },
 	{ "interval", KEY_INTERVAL }, { "exec-events", KEY_EXEC_EVENTS },
+	{ "backtraces", KEY_BACKTRACES },
 };
 
 /* What one file's parse carries between inih's calls. */
@@ -310,7 +312,7 @@ static int rule_key(struct parse *ps, unsigned bit, const char *name, const char
 		return fail(ps, 0, "%s is given twice in %s", name, r->name);
 	r->set |= bit;
 	if (bit != KEY_ACTION && bit != KEY_AT_RISK && bit != KEY_ALL && bit != KEY_USER &&
-	    (!*v || strlen(v) > MAX_PATTERN))
+	    bit != KEY_BACKTRACES && (!*v || strlen(v) > MAX_PATTERN))
 		return fail(ps, 0, "%s must be 1 to %u bytes", name, MAX_PATTERN);
 	switch (bit) {
 	case KEY_ACTION:
@@ -319,6 +321,14 @@ static int rule_key(struct parse *ps, unsigned bit, const char *name, const char
 		if (strcmp(v, "guard"))
 			return fail(ps, 0, "unknown action \"%s\" (the only one is guard)", v);
 		r->have_action = true;
+		return 1;
+	case KEY_BACKTRACES:
+		if (r->exclude)
+			return fail(ps, 0, "an exclusion guards nothing: backtraces belongs in a rule");
+		if (!strcmp(v, "segment"))
+			r->walk = true;
+		else if (strcmp(v, "empty"))
+			return fail(ps, 0, "backtraces must be empty or segment, not \"%s\"", v);
 		return 1;
 	case KEY_AT_RISK:
 	case KEY_ALL:
@@ -510,6 +520,8 @@ void policy_describe(const struct policy_rule *r, char *buf, size_t len)
 		ADD("%scgroup=%s", off ? " " : "", r->cgroup);
 	if (r->maps)
 		ADD("%smaps=%s", off ? " " : "", r->maps);
+	if (r->walk)
+		ADD("%sbacktraces=segment", off ? " " : "");
 #undef ADD
 }
 

@@ -51,6 +51,7 @@ struct policy_rule {
 	bool exclude;                 /* an [exclude] section: never guard what it matches */
 	bool have_action;             /* action = guard was given (required for a rule) */
 	bool at_risk;                 /* at-risk = yes */
+	bool walk;                    /* backtraces = segment: its guards walk the segment */
 	struct select_rule sel;       /* points into the strings below */
 	char *exe, *cmdline, *cgroup, *maps;   /* malloc'ed, NULL when not given */
 	char *user;                   /* as written, for policy_describe() */

@@ -360,7 +360,8 @@ static void submit_rule(struct watch *w, size_t i, const pid_t *pids, size_t n)
 	w->nreqs++;
 	log_msg(LOG_DEBUG, "rule %s: %zu candidate(s)", rq->rule->name, n);
 	/* May answer at once (request_done frees rq). */
-	r = queue_submit_targets(w->q, &rq->e, &request_ops, &self, PROTO_ACTION_GUARD, 0, x);
+	r = queue_submit_targets(w->q, &rq->e, &request_ops, &self, PROTO_ACTION_GUARD,
+				 rq->rule->walk ? PROTO_FLAG_WALK : 0, 0, x);
 	if (r < 0) {
 		request_end(rq);
 		goto out_retry;

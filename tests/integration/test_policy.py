@@ -341,6 +341,24 @@ def test_first_sweep_takes_processes_already_running(tmp, victim, token):
         wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
 
 
+def test_a_rule_with_backtraces_segment_guards_with_the_walk(tmp, victim, token):
+    """backtraces = segment: the rule's guards keep backtraces; another
+    rule's, without the key, empty them."""
+    conf = tmp / "btguardd.conf"
+    write_policy(conf, f"[rule walked]\naction = guard\ncmdline = *{token}-w*\n"
+                       f"backtraces = segment\n"
+                       f"[rule emptied]\naction = guard\ncmdline = *{token}-e*\n")
+    walked = start(victim, [linked(tmp, f"{token}-w", "idle"), 1, "--may-start-guarded"], "idle")
+    emptied = start(victim, [linked(tmp, f"{token}-e", "idle"), 1, "--may-start-guarded"], "idle")
+    with policy_daemon(conf) as d:
+        for v, form in ((walked, "segment"), (emptied, "empty")):
+            wait_state(d, v.pid, "guarded", INTERVAL + SLACK)
+            res = state_of(d, v.pid)
+            libc = [s for s in res["sites"] if s["object"].endswith("/libc.so.6")]
+            assert [s["backtraces"] for s in libc] == [form], res
+        assert rules(d)["walked"]["match"] == f"cmdline=*{token}-w* backtraces=segment"
+
+
 def test_a_process_whose_main_thread_exited_is_taken(tmp, victim):
     """pthread_exit() in main: the PID reads 'Z' and maps nothing, but the
     process runs on in its other threads, and a rule takes it."""

@@ -120,8 +120,8 @@ def test_shipped_example_loads_as_it_is(tmp_path):
         r = d.ctl("policy", check=0).results
         assert [x["rule"] for x in r if x["kind"] == "guard"] == RULES, r
         by = {x["rule"]: x for x in r}
-        assert by["python-at-exec"]["match"] == "exe=/usr/bin/python3*", r
-        assert by["torch-greenlet"]["match"] == "at-risk", r
+        assert by["python-at-exec"]["match"] == "exe=/usr/bin/python3* backtraces=segment", r
+        assert by["torch-greenlet"]["match"] == "at-risk backtraces=segment", r
         wait_listening_to_exec_events(d)
 
 

@@ -99,6 +99,26 @@ static void good_file_compiles(void **state)
 	policy_unref(p);
 }
 
+/* backtraces = segment: the rule's guards walk the segment; empty, or no key, the stub. */
+static void backtraces_chooses_a_rules_form(void **state)
+{
+	struct policy *p = parse_ok("[rule walked]\naction = guard\nat-risk = yes\nbacktraces = segment\n"
+				    "[rule emptied]\naction = guard\nexe = x\nbacktraces = empty\n"
+				    "[rule plain]\naction = guard\nexe = y\n");
+	char text[256];
+
+	(void)state;
+	assert_int_equal(p->nrules, 3);
+	assert_true(p->rules[0].walk);
+	assert_false(p->rules[1].walk);
+	assert_false(p->rules[2].walk);
+	policy_describe(&p->rules[0], text, sizeof(text));
+	assert_string_equal(text, "at-risk backtraces=segment");
+	policy_describe(&p->rules[1], text, sizeof(text));
+	assert_string_equal(text, "exe=x");
+	policy_unref(p);
+}
+
 static void mistakes_name_their_line(void **state)
 {
 	(void)state;
@@ -118,6 +138,11 @@ static void mistakes_name_their_line(void **state)
 	parse_bad("[rule abcdefghijabcdefghijabcdefghijabcdefghijk]\naction = guard\nexe = x\n", 1,
 		  "bad name");   /* 41 bytes: fits inih, not a name */
 	parse_bad("[watch]\ninterval = 10ms\n", 2, "interval");
+	parse_bad("[rule a]\naction = guard\nexe = x\nbacktraces = all\n", 4, "empty or segment");
+	parse_bad("[rule a]\naction = guard\nexe = x\nbacktraces = segment\nbacktraces = empty\n", 5,
+		  "twice");
+	parse_bad("[exclude a]\nexe = x\nbacktraces = segment\n", 3, "belongs in a rule");
+	parse_bad("[watch]\nbacktraces = segment\n", 2, "does not belong in [watch]");
 	parse_bad("[watch]\ninterval = soon\n", 2, "interval");
 	parse_bad("[watch]\nexec-events = sometimes\n", 2, "exec-events must be yes or no");
 	parse_bad("[watch]\nexec-events = no\nexec-events = yes\n", 3, "exec-events is given twice");
@@ -291,6 +316,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(good_file_compiles),
 		cmocka_unit_test(mistakes_name_their_line),
+		cmocka_unit_test(backtraces_chooses_a_rules_form),
 		cmocka_unit_test(drop_ins_add_rules),
 		cmocka_unit_test(exclusions_win_and_first_rule_takes),
 		cmocka_unit_test(only_name_conf_is_a_drop_in),
