@@ -341,6 +341,7 @@ bench-tools:
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/ptfloor bench/ptfloor.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/procfloor bench/procfloor.c
 	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/spawn bench/spawn.c
+	$(CC) $(VICTIM_CFLAGS) -o $(BUILD)/bench/btcost bench/btcost.c
 
 install: all man
 	install -D -m 0755 $(BUILD)/btguardd $(DESTDIR)$(PREFIX)/sbin/btguardd
