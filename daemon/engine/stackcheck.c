@@ -631,68 +631,6 @@ void stackcheck_defer_end(struct stackcheck *sc)
 	sc->defer = sc->batch_refused = false;
 }
 
-/* Whether pc lies in a span whose hits the frames confirm. */
-static bool in_confirm_span(uint64_t pc, const struct stackcheck_span *spans, size_t nspans)
-{
-	for (size_t i = 0; i < nspans; i++)
-		if (spans[i].kind != STACKCHECK_SPAN_BYTES && stackcheck_pc_unsafe(pc, &spans[i], 1))
-			return true;
-	return false;
-}
-
-/* The span pc lies in (the first), or NULL. */
-static const struct stackcheck_span *span_of(uint64_t pc, const struct stackcheck_span *spans,
-					     size_t nspans)
-{
-	for (size_t i = 0; i < nspans; i++)
-		if (stackcheck_pc_unsafe(pc, &spans[i], 1))
-			return &spans[i];
-	return NULL;
-}
-
-/* The inner frames of a call scanned at most: the unwinder's are a few KiB. */
-#define CALLEE_SCAN_MAX (256u * 1024)
-
-/*
- * Whether a thread inside the unwinder's call holds an address in a CODE
- * span: then the call was handed the walk's code, which it will call.
- * Where the unwinder keeps it (libgcc: a callee-saved register) is the
- * thread's registers, or a save slot on the stack between its stack
- * pointer and the caller's frame, a signal frame's saved registers
- * included: lo (the thread's stack pointer) to hi (the caller's).  So
- * all of them are looked at, the registers as the thread holds them
- * (regs) and as the unwinder's frame does (inner); a word left there by
- * an older call makes it busy too, which only costs a retry.  A range
- * that is not one stretch of stack (an alternate signal stack) holds it,
- * as far as we can tell.
- */
-static bool callee_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t *inner,
-			      size_t ninner, uint64_t hi, const struct stackcheck_span *spans,
-			      size_t nspans)
-{
-	struct stackcheck_span code[STACKCHECK_MAX_SPANS];
-	uint64_t chunk[256], bytes = 0, pc, word, lo = arch_regs_sp(regs);
-	size_t n = 0;
-
-	for (size_t i = 0; i < nspans; i++)
-		if (spans[i].kind == STACKCHECK_SPAN_CODE)
-			code[n++] = spans[i];
-	for (size_t off = 0; off + sizeof(word) <= sizeof(*regs); off += sizeof(word)) {
-		memcpy(&word, (const uint8_t *)regs + off, sizeof(word));
-		if (stackcheck_pc_unsafe(word, code, n))
-			return true;
-	}
-	for (size_t i = 0; i < ninner; i++)
-		if (stackcheck_pc_unsafe(inner[i], code, n))
-			return true;
-	/* The red zone below: a leaf may keep it there (x86-64's 128 bytes; none on aarch64). */
-	lo = lo > (uint64_t)ARCH_RED_ZONE ? lo - (uint64_t)ARCH_RED_ZONE : 0;
-	if (hi < lo || hi - lo > CALLEE_SCAN_MAX)
-		return true;
-	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
-				      &bytes, &pc) != 0;
-}
-
 /*
  * A word of a confirm span found in a register or on the stack, judged by
  * the thread's frames alone (libunwind-ptrace, through signal frames):
@@ -726,11 +664,11 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 ||
 		    unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0)
 			return -EFAULT;
-		in = span_of(ip, spans, nspans);
+		in = stackcheck_span_of(ip, spans, nspans);
 		/* At the return itself (frame 0) the thread is back from the call. */
 		if (in && (in->kind != STACKCHECK_SPAN_CALLER ||
-			   (frame > 0 && callee_holds_code(tid, regs, inner, ARCH_UNW_GPRS, sp, spans,
-							   nspans)))) {
+			   (frame > 0 && stackcheck_holds_code(tid, regs, inner, ARCH_UNW_GPRS, sp,
+							      spans, nspans)))) {
 			hit->tid = tid;
 			hit->pc = ip;
 			hit->frame = frame;
@@ -759,7 +697,7 @@ int stackcheck_thread(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 {
 	int r = check_thread_words(sc, tid, regs, spans, nspans, hit);
 
-	if (r == -BTG_ERR_BUSY && hit->frame != 0 && in_confirm_span(hit->pc, spans, nspans))
+	if (r == -BTG_ERR_BUSY && hit->frame != 0 && stackcheck_in_confirm_span(hit->pc, spans, nspans))
 		return confirm_by_frames(sc, tid, regs, spans, nspans, hit);
 	return r;
 }

@@ -28,9 +28,6 @@ struct stackcheck_hit {
 
 struct stackcheck;
 
-/* Spans one check takes at most: a site's entry, and its walk's changes (activeness.c). */
-#define STACKCHECK_MAX_SPANS (4u * PROTO_MAX_SITES)
-
 /*
  * Prepares checks of one process: allocations and the unwinder's address
  * space, made before the process is stopped so the stopped window holds

@@ -8,6 +8,7 @@
  * the check, and stackcheck.c uses the worker without a cycle.
  */
 #include <errno.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "stackcheck_scan.h"
@@ -65,4 +66,66 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 		lo += (uint64_t)n & ~(uint64_t)7;
 	}
 	return 0;
+}
+
+/* Whether pc lies in a span whose hits the frames confirm. */
+bool stackcheck_in_confirm_span(uint64_t pc, const struct stackcheck_span *spans, size_t nspans)
+{
+	for (size_t i = 0; i < nspans; i++)
+		if (spans[i].kind != STACKCHECK_SPAN_BYTES && stackcheck_pc_unsafe(pc, &spans[i], 1))
+			return true;
+	return false;
+}
+
+/* The span pc lies in (the first), or NULL. */
+const struct stackcheck_span *stackcheck_span_of(uint64_t pc,
+						  const struct stackcheck_span *spans, size_t nspans)
+{
+	for (size_t i = 0; i < nspans; i++)
+		if (stackcheck_pc_unsafe(pc, &spans[i], 1))
+			return &spans[i];
+	return NULL;
+}
+
+/* The inner frames of a call scanned at most: the unwinder's are a few KiB. */
+#define CALLEE_SCAN_MAX (256u * 1024)
+
+/*
+ * Whether a thread inside the unwinder's call holds an address in a CODE
+ * span: then the call was handed the walk's code, which it will call.
+ * Where the unwinder keeps it (libgcc: a callee-saved register) is the
+ * thread's registers, or a save slot on the stack between its stack
+ * pointer and the caller's frame, a signal frame's saved registers
+ * included: lo (the thread's stack pointer) to hi (the caller's).  So
+ * all of them are looked at, the registers as the thread holds them
+ * (regs) and as the unwinder's frame does (inner); a word left there by
+ * an older call makes it busy too, which only costs a retry.  A range
+ * that is not one stretch of stack (an alternate signal stack) holds it,
+ * as far as we can tell.
+ */
+bool stackcheck_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t *inner,
+			   size_t ninner, uint64_t hi, const struct stackcheck_span *spans,
+			   size_t nspans)
+{
+	struct stackcheck_span code[STACKCHECK_MAX_SPANS];
+	uint64_t chunk[256], bytes = 0, pc, word, lo = arch_regs_sp(regs);
+	size_t n = 0;
+
+	for (size_t i = 0; i < nspans; i++)
+		if (spans[i].kind == STACKCHECK_SPAN_CODE)
+			code[n++] = spans[i];
+	for (size_t off = 0; off + sizeof(word) <= sizeof(*regs); off += sizeof(word)) {
+		memcpy(&word, (const uint8_t *)regs + off, sizeof(word));
+		if (stackcheck_pc_unsafe(word, code, n))
+			return true;
+	}
+	for (size_t i = 0; i < ninner; i++)
+		if (stackcheck_pc_unsafe(inner[i], code, n))
+			return true;
+	/* The red zone below: a leaf may keep it there (x86-64's 128 bytes; none on aarch64). */
+	lo = lo > (uint64_t)ARCH_RED_ZONE ? lo - (uint64_t)ARCH_RED_ZONE : 0;
+	if (hi < lo || hi - lo > CALLEE_SCAN_MAX)
+		return true;
+	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
+				      &bytes, &pc) != 0;
 }

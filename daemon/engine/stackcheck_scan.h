@@ -12,6 +12,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "arch.h"
+#include "proto.h"
+
+/* Spans one check takes at most: a site's entry, and its walk's changes (activeness.c). */
+#define STACKCHECK_MAX_SPANS (4u * PROTO_MAX_SITES)
+
 /*
  * What a span is.  BYTES: bytes that will change.  The others are the
  * segment walk's, taken away (activeness.c), where a word on the stack or
@@ -57,5 +63,23 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 			   size_t chunk_words, const struct stackcheck_span *spans, size_t nspans,
 			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
 			   uint64_t *ret_pc);
+
+/* Whether pc lies in a span whose hits the frames confirm (any kind but BYTES). */
+bool stackcheck_in_confirm_span(uint64_t pc, const struct stackcheck_span *spans, size_t nspans);
+
+/* The first span pc lies in, or NULL. */
+const struct stackcheck_span *stackcheck_span_of(uint64_t pc,
+						  const struct stackcheck_span *spans, size_t nspans);
+
+/*
+ * Whether a thread inside the unwinder's call (stackcheck.c's frames
+ * found it returning to a CALLER span) holds an address in a CODE span:
+ * its registers (regs, as it holds them; inner, as the unwinder's frame
+ * does), or a word of its stack from its stack pointer to hi, the
+ * caller's frame.  True when that is not one stretch of stack, too.
+ */
+bool stackcheck_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t *inner,
+			   size_t ninner, uint64_t hi, const struct stackcheck_span *spans,
+			   size_t nspans);
 
 #endif

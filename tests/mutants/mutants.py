@@ -395,7 +395,7 @@ MUTANTS = [
      ["test_walk.py::test_a_call_that_took_the_code_keeps_it_until_done[unguard]"]),
     ("a thread inside the unwinder's call taken for done with the walk's code",
      "daemon/engine/stackcheck.c",
-     [("(frame > 0 && callee_holds_code(", "(frame > 0 && 0 && callee_holds_code(")],
+     [("(frame > 0 && stackcheck_holds_code(", "(frame > 0 && 0 && stackcheck_holds_code(")],
      ["test_walk.py::test_a_call_that_took_the_code_keeps_it_until_done[empty]"]),
     ("the walk's derivation takes a lea into rdi anywhere as the helper's",
      "daemon/arch/x86_64/arch_walk.h",
