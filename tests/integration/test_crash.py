@@ -212,5 +212,7 @@ def test_torch_guarded_while_paused_survives(daemon, paused, threads):
     rc, out, err = v.release()
     assert rc == 0, f"guarded workload exited {rc} (pause {res['pause_us']} us)\n" \
                     f"stdout: {out}\nstderr: {err}"
-    assert out.splitlines() == ["paused", TORCH_FIRST, f"errors {TORCH_ERRORS} ok"], out
+    # The empty stub: no C++ frame in any message (cpp frames 0 0).
+    assert out.splitlines() == ["paused", TORCH_FIRST, "cpp frames 0 0",
+                                f"errors {TORCH_ERRORS} ok"], out
     assert err == "", err
