@@ -35,7 +35,7 @@ void walk_facts_read(const uint8_t *img, size_t size, const struct elf_def *def,
 	memset(ret, 0, sizeof(*ret));
 	if (!ARCH_WALK || !len || len > def->file_avail || def->file_offset + len > size)
 		return;
-	if (arch_walk_derive(img + def->file_offset, (size_t)len, &ret->f) < 0)
+	if (arch_walk_derive(img + def->file_offset, (size_t)len, def->value, &ret->f) < 0)
 		return;
 	/* glibc's backtrace() and _dl_find_object() live in one object, libc. */
 	if (elf_find_symbol(img, size, "_dl_find_object", finds, ELF_MAX_DEFS, &nfinds) < 0 ||

@@ -82,13 +82,19 @@ $(AARCH64_BUILD)/victims/libbtleaf: tests/aarch64/libbtleaf.S
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -shared -fPIC -nostartfiles -o $@ $<
 
-# The aarch64 stub table, tested natively: stub.c is pure data and logic.
-AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64
-$(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c daemon/engine/stub.h \
-                     daemon/arch/aarch64/arch_stub.h
+# The aarch64 stub table and the segment walk's derivation, tested
+# natively: stub.c and arch_walk.h are pure data and logic.
+AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64 $(BUILD)/tests/test_walk_aarch64
+$(BUILD)/tests/test_stub_aarch64: tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c \
+                                  daemon/engine/stub.h daemon/arch/aarch64/arch_stub.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon/engine \
 	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c $(CMOCKA_LIBS)
+
+$(BUILD)/tests/test_walk_aarch64: tests/aarch64/test_walk_aarch64.c daemon/arch/aarch64/arch_walk.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote daemon/arch/aarch64 -o $@ \
+	    tests/aarch64/test_walk_aarch64.c $(CMOCKA_LIBS)
 
 # Two boots side by side, about 3 minutes under TCG: -cpu max with 300
 # guard/unguard cycles (they stop early on a very busy host) and the pad
@@ -96,5 +102,5 @@ $(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c daem
 # cycles and the same pad checks, about a minute.  Each guest's serial
 # console is kept in $(AARCH64_BUILD)/qemu/console-CPU.log.
 check-aarch64: cross-aarch64 $(AARCH64_UNIT_BIN)
-	$(AARCH64_UNIT_BIN)
+	@set -e; for t in $(AARCH64_UNIT_BIN); do echo "== $$t"; $$t; done
 	tests/aarch64/run $(AARCH64_BUILD) --cpus "$(AARCH64_CPUS)"
