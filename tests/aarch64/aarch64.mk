@@ -20,7 +20,8 @@ AARCH64_CPUS  ?= max cortex-a57
 AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/root/usr/lib/aarch64-linux-gnu
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
-AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/libbtpad_pac \
+AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/bt_print \
+                   $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
                    $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf \
                    $(AARCH64_BUILD)/victims/uprobe_hold
@@ -49,6 +50,11 @@ cross-aarch64: check-deps
 	$(MAKE) $(AARCH64_VICTIMS)
 
 $(AARCH64_BUILD)/victims/bt_sync: tests/aarch64/bt_sync.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+# Frames on demand, address by address: the segment walk's must be glibc's.
+$(AARCH64_BUILD)/victims/bt_print: tests/victims/bt_print.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
 
