@@ -21,6 +21,7 @@ AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/ro
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
 AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/bt_print \
+                   $(AARCH64_BUILD)/victims/coro_crash $(AARCH64_BUILD)/victims/libcoroswitch \
                    $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
                    $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf \
@@ -57,6 +58,16 @@ $(AARCH64_BUILD)/victims/bt_sync: tests/aarch64/bt_sync.c
 $(AARCH64_BUILD)/victims/bt_print: tests/victims/bt_print.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+# The coroutine crash and its switch in a library of its own, which the
+# guest copies under greenlet's name: the walk must stop at its trampoline.
+$(AARCH64_BUILD)/victims/coro_crash: tests/victims/coro_crash.c tests/victims/coroswitch.h
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $< -ldl
+
+$(AARCH64_BUILD)/victims/libcoroswitch: tests/victims/libcoroswitch.c tests/victims/coroswitch.h
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -shared -fPIC -o $@ $<
 
 $(AARCH64_BUILD)/victims/libbtpad_pac: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
 	@mkdir -p $(dir $@)
