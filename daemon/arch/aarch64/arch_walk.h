@@ -358,7 +358,7 @@ static inline int arch_walk_derive(const uint8_t *code, size_t len, uint64_t add
 	}
 	if (array < 0 || count < 0)
 		return -ENOENT;
-	/* One stack pointer from the first of the three to the call; no store between touches the fields. */
+	/* One sp from the first of the three to the call; no other store touches the fields. */
 	first = array < count ? array : count;
 	first = add1 < first ? add1 : first;
 	for (size_t k = (size_t)first; k < (size_t)blr; k++) {
