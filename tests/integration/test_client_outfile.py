@@ -75,9 +75,12 @@ def silent_socket(tmp):
 def test_a_signal_removes_the_temporary_file(tmp, silent_socket, sig):
     report = tmp / "btguard.prom"
     report.write_text("the last complete report\n")
+    # As a terminal or a timer would signal it: a signal ignored since the
+    # start (nohup, or a runner's background job) is left ignored, on purpose.
     p = subprocess.Popen([str(BTGUARDCTL), "--socket", str(silent_socket), "--timeout", "60",
                           "status", "--all", "--format=prometheus", "--output", str(report)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     try:
         tmp_file = tmp / f"btguard.prom.{p.pid}"
         deadline = time.monotonic() + QUICK
@@ -119,3 +122,31 @@ def test_a_full_disk_is_named_with_the_file(tmp):
     assert p.stdout.splitlines() == ["rc=1", "fill"], p
     assert p.stderr == f"btguardctl: cannot write {report}: No space left on device\n", p
     assert os.listdir(mnt) == []    # the mount went with its namespace
+
+
+def test_a_signal_ignored_since_the_start_stays_ignored(tmp, silent_socket):
+    """nohup's promise: a client started with SIGHUP ignored does not die
+    of one (nor drop its temporary file), and ends as it would have."""
+    report = tmp / "btguard.prom"
+    p = subprocess.Popen([str(BTGUARDCTL), "--socket", str(silent_socket), "--timeout", "2",
+                          "status", "--all", "--format=prometheus", "--output", str(report)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        tmp_file = tmp / f"btguard.prom.{p.pid}"
+        deadline = time.monotonic() + QUICK
+        while not tmp_file.exists():
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "no temporary file"
+            time.sleep(0.01)
+        os.kill(p.pid, signal.SIGHUP)
+        time.sleep(0.2)
+        assert p.poll() is None and tmp_file.exists()
+        _, err = p.communicate(timeout=QUICK)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+    # Its own timeout ended it: the Prometheus tool's usual failure, nothing left behind.
+    assert p.returncode > 0, (p.returncode, err)
+    assert sorted(os.listdir(tmp)) == ["silent.sock"], err
