@@ -21,6 +21,7 @@ AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/ro
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
 AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/bt_print \
+                   $(AARCH64_BUILD)/victims/bt_park \
                    $(AARCH64_BUILD)/victims/coro_crash $(AARCH64_BUILD)/victims/libcoroswitch \
                    $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
@@ -56,6 +57,10 @@ $(AARCH64_BUILD)/victims/bt_sync: tests/aarch64/bt_sync.c
 
 # Frames on demand, address by address: the segment walk's must be glibc's.
 $(AARCH64_BUILD)/victims/bt_print: tests/victims/bt_print.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+$(AARCH64_BUILD)/victims/bt_park: tests/victims/bt_park.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
 
