@@ -91,7 +91,7 @@ static void scan(const struct scanwork_batch *b, struct scanwork_job *j, uint64_
 {
 	j->bytes = 0;
 	j->r = stackcheck_scan_memory(j->tid, j->lo & ~(uint64_t)7, j->hi, chunk, CHUNK_WORDS,
-				      b->spans, b->nspans, NULL, NULL, &j->bytes, &j->pc);
+				      b->spans, b->nspans, NULL, NULL, &j->bytes, &j->pc, NULL);
 }
 
 static size_t job_bytes(const struct scanwork_job *j)
@@ -126,7 +126,7 @@ static void scan_many(const struct scanwork_batch *b, struct scanwork_job *jobs,
 
 		jobs[i].bytes = remote[i].iov_len;
 		jobs[i].r = stackcheck_scan_words(words, remote[i].iov_len / sizeof(uint64_t),
-						  b->spans, b->nspans, &jobs[i].pc) ? 1 : 0;
+						  b->spans, b->nspans, &jobs[i].pc, NULL) ? 1 : 0;
 		off += remote[i].iov_len;
 	}
 	for (; i < k; i++)

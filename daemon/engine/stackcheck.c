@@ -30,6 +30,7 @@
 
 #include "proto.h"
 #include "arch_unwind.h"
+#include "cfi.h"
 #include "scanwork.h"
 #include "stackcheck.h"
 
@@ -42,6 +43,8 @@
 #define MAX_TABLES       1024u   /* every object of a torch process (~300) and then some */
 #define DEFER_AFTER_THREADS 32u  /* scanned here before the worker takes the rest */
 #define DEFER_BYTES      ((uint64_t)64 << 10)  /* a stack this large goes to the worker at once */
+#define HIDDEN_MAX       1024u   /* CFI instructions read as nops (arch_unwind.h)... */
+#define HIDDEN_FDES_MAX  512u    /* ...found in this many FDEs */
 
 /* DWARF pointer encodings used in .eh_frame_hdr (LSB "Linux Standard Base"). */
 #define DW_EH_PE_udata4  0x03
@@ -93,6 +96,10 @@ struct stackcheck {
 	size_t walked, scanned;    /* threads that needed a walk / threads scanned */
 	uint64_t scan_bytes;       /* stack bytes scanned since the last reset */
 	const arch_regs_t *regs;   /* of the thread being walked */
+	uint64_t hidden[HIDDEN_MAX];          /* where a CFI instruction reads as DW_CFA_nop */
+	size_t nhidden;
+	uint64_t hidden_fdes[HIDDEN_FDES_MAX];  /* the FDEs looked through for them */
+	size_t nhidden_fdes;
 	/* Between stackcheck_defer_begin() and _end(): */
 	bool defer;                    /* scans may go to the worker */
 	bool batch_refused;            /* it is busy or not running: scan here */
@@ -141,10 +148,12 @@ static const uint8_t *cached_page(struct stackcheck *sc, uint64_t page)
 	return data;
 }
 
-/* Reads target memory through the page cache. */
+/* Reads target memory through the page cache, hidden CFI instructions as nops. */
 static int mem_read(struct stackcheck *sc, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *out = buf;
+	uint64_t start = addr;
+	size_t want = len;
 
 	while (len > 0) {
 		uint64_t page = addr & ~(uint64_t)(PAGE_BYTES - 1);
@@ -160,6 +169,9 @@ static int mem_read(struct stackcheck *sc, uint64_t addr, void *buf, size_t len)
 		addr += n;
 		len -= n;
 	}
+	for (size_t i = 0; i < sc->nhidden; i++)
+		if (sc->hidden[i] - start < want)
+			((uint8_t *)buf)[sc->hidden[i] - start] = 0;   /* DW_CFA_nop */
 	return 0;
 }
 
@@ -234,6 +246,42 @@ static unw_dyn_info_t *table_for(struct stackcheck *sc, unw_word_t ip)
 	return t->ok ? &t->di : NULL;
 }
 
+#ifdef ARCH_UNW_HIDDEN_CFA_OP
+static int cfi_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return mem_read(ctx, addr, buf, len);
+}
+
+/*
+ * Hides the CFI instructions libunwind cannot parse (arch_unwind.h) in the
+ * FDE the table gives for ip and in its CIE, once per FDE.  On failure the
+ * step has no unwind info; a walk that then ends early is no verdict
+ * (confirm_by_frames()).
+ */
+static int hide_cfa_ops(struct stackcheck *sc, const unw_dyn_info_t *di, unw_word_t ip)
+{
+	uint64_t fde;
+	size_t n;
+	int r;
+
+	r = cfi_fde_for(cfi_read, sc, di->u.rti.segbase, di->u.rti.table_data,
+			di->u.rti.table_len * sizeof(unw_word_t) / 8, ip, &fde);
+	for (size_t i = 0; r == 0 && i < sc->nhidden_fdes; i++)
+		if (sc->hidden_fdes[i] == fde)
+			return 0;
+	if (r == 0 && sc->nhidden_fdes == HIDDEN_FDES_MAX)
+		r = -E2BIG;
+	if (r == 0)
+		r = cfi_find_op(cfi_read, sc, fde, ARCH_UNW_HIDDEN_CFA_OP, sc->hidden + sc->nhidden,
+				HIDDEN_MAX - sc->nhidden, &n);
+	if (r < 0)
+		return r;
+	sc->nhidden += n;
+	sc->hidden_fdes[sc->nhidden_fdes++] = fde;
+	return 0;
+}
+#endif
+
 static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
 			      int need_unwind_info, void *arg)
 {
@@ -241,6 +289,10 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 
 	if (!di)
 		return -UNW_ENOINFO;
+#ifdef ARCH_UNW_HIDDEN_CFA_OP
+	if (hide_cfa_ops(arg, di, ip) < 0)
+		return -UNW_ENOINFO;
+#endif
 	return arch_unw_search_unwind_table(as, ip, di, pi, need_unwind_info, arg);
 }
 
@@ -263,10 +315,18 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, vo
 static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
 			  void *arg)
 {
+	const struct procfs_mapping *m;
+
 	(void)as;
 	if (write)
 		return -UNW_EREADONLYREG;
-	return mem_read(arg, addr, val, sizeof(*val)) < 0 ? -UNW_EINVAL : 0;
+	if (mem_read(arg, addr, val, sizeof(*val)) < 0)
+		return -UNW_EINVAL;
+	/* A stack's word (a writable mapping's; tables and code are read-only) may be signed. */
+	m = find_mapping(arg, addr);
+	if (m && (m->perms & PROCFS_MAP_WRITE))
+		*val = arch_unw_stack_word(*val);
+	return 0;
 }
 
 static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
@@ -350,6 +410,7 @@ void stackcheck_reset(struct stackcheck *sc, const struct procfs_mapping *maps, 
 	stackcheck_defer_end(sc);
 	cache_empty(&sc->pages);
 	sc->ntables = 0;
+	sc->nhidden = sc->nhidden_fdes = 0;
 	sc->walked = sc->scanned = 0;
 	sc->scan_bytes = 0;
 	sc->maps = maps;
@@ -449,16 +510,18 @@ static int scan_range(struct stackcheck *sc, pid_t tid, const struct procfs_mapp
 		      struct stackcheck_hit *hit)
 {
 	bool off_home = done->home && m != done->home;
-	uint64_t pc;
+	uint64_t pc, at;
 	int r;
 
 	lo &= ~(uint64_t)7;
 	if (m->end - lo > SCAN_MAX_BYTES)
 		return -E2BIG;
 	r = stackcheck_scan_memory(tid, lo, m->end, sc->chunk, SCAN_CHUNK_WORDS, spans, nspans,
-				   off_home ? note_home_pointers : NULL, done, &sc->scan_bytes, &pc);
+				   off_home ? note_home_pointers : NULL, done, &sc->scan_bytes, &pc,
+				   &at);
 	if (r == 1) {
 		hit->pc = pc;
+		hit->at = at;
 		hit->frame = -1;
 		hit->by_scan = true;
 	}
@@ -639,13 +702,18 @@ void stackcheck_defer_end(struct stackcheck *sc)
  * holds the code's address (hit filled); 0 when the walk reached the
  * outermost frame without one (the word was stale); another negative
  * code when the walk could not finish (the caller treats that as unsafe
- * too).
+ * too).  A walk that ends below the stack word it is to judge ended
+ * early, whatever libunwind says (a step it could not take, then a guess
+ * from the link register): it has not seen the frame that word lies in
+ * returned from, so it is busy still.
  */
 static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t *regs,
 			     const struct stackcheck_span *spans, size_t nspans,
 			     struct stackcheck_hit *hit)
 {
 	const struct procfs_mapping *m = find_mapping(sc, arch_regs_sp(regs));
+	const struct procfs_mapping *word_on = hit->at ? find_mapping(sc, hit->at) : NULL;
+	bool passed = !hit->at;    /* a frame above the word was reached */
 	uint64_t inner[ARCH_UNW_GPRS];
 	unw_cursor_t cursor;
 	int r, frame = 0;
@@ -665,12 +733,14 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 		    unw_get_reg(&cursor, UNW_REG_SP, &sp) < 0)
 			return -EFAULT;
 		in = stackcheck_span_of(ip, spans, nspans);
+		if (!passed && sp > hit->at && word_on && find_mapping(sc, sp) == word_on)
+			passed = true;
 		/* At the return itself (frame 0) the thread is back from the call. */
 		if (in && (in->kind != STACKCHECK_SPAN_CALLER ||
 			   (frame > 0 && stackcheck_holds_code(tid, regs, inner, ARCH_UNW_GPRS, sp,
 							      spans, nspans)))) {
 			hit->tid = tid;
-			hit->pc = ip;
+			hit->pc = arch_code_address(ip);
 			hit->frame = frame;
 			hit->by_scan = false;
 			return -BTG_ERR_BUSY;
@@ -681,7 +751,7 @@ static int confirm_by_frames(struct stackcheck *sc, pid_t tid, const arch_regs_t
 			return -ELOOP;
 		r = unw_step(&cursor);
 		if (r == 0)
-			return 0;
+			return passed ? 0 : -BTG_ERR_BUSY;
 		if (r < 0)
 			return -EFAULT;
 	}
@@ -738,7 +808,7 @@ static int check_thread_words(struct stackcheck *sc, pid_t tid, const arch_regs_
 	for (size_t off = 0; off + sizeof(word) <= sizeof(*regs); off += sizeof(word)) {
 		memcpy(&word, (const uint8_t *)regs + off, sizeof(word));
 		if (stackcheck_pc_unsafe(word, spans, nspans)) {
-			hit->pc = word;
+			hit->pc = arch_code_address(word);
 			hit->frame = 1;
 			return -BTG_ERR_BUSY;
 		}

@@ -24,6 +24,7 @@ struct stackcheck_hit {
 	uint64_t pc;
 	int      frame;       /* 0: the thread's own PC; >0: a frame of the walk; -1: the scan */
 	bool     by_scan;     /* a stack word: a return address or a signal frame's saved PC */
+	uint64_t at;          /* where that word lay on the stack; 0 for a register's */
 };
 
 struct stackcheck;

@@ -15,6 +15,7 @@
 
 bool stackcheck_pc_unsafe(uint64_t pc, const struct stackcheck_span *spans, size_t n)
 {
+	pc = arch_code_address(pc);
 	for (size_t i = 0; i < n; i++)
 		if (pc > spans[i].lo && pc < spans[i].hi)
 			return true;
@@ -22,11 +23,14 @@ bool stackcheck_pc_unsafe(uint64_t pc, const struct stackcheck_span *spans, size
 }
 
 bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
-			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc)
+			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc,
+			   size_t *ret_index)
 {
 	for (size_t i = 0; i < n_words; i++) {
 		if (stackcheck_pc_unsafe(words[i], spans, n)) {
-			*ret_pc = words[i];
+			*ret_pc = arch_code_address(words[i]);
+			if (ret_index)
+				*ret_index = i;
 			return true;
 		}
 	}
@@ -36,7 +40,7 @@ bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
 int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 			   size_t chunk_words, const struct stackcheck_span *spans, size_t nspans,
 			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
-			   uint64_t *ret_pc)
+			   uint64_t *ret_pc, uint64_t *ret_at)
 {
 	/*
 	 * Whole words only: a tail of a few bytes holds no address, and
@@ -47,6 +51,7 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 	while (lo < hi) {
 		size_t want = (size_t)(hi - lo);
 		struct iovec local, remote;
+		size_t at;
 		ssize_t n;
 
 		if (want > chunk_words * sizeof(uint64_t))
@@ -59,8 +64,12 @@ int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 		if (n < (ssize_t)sizeof(uint64_t))
 			return -EFAULT;
 		*bytes += (uint64_t)n;
-		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), spans, nspans, ret_pc))
+		if (stackcheck_scan_words(chunk, (size_t)n / sizeof(uint64_t), spans, nspans, ret_pc,
+					  &at)) {
+			if (ret_at)
+				*ret_at = lo + at * sizeof(uint64_t);
 			return 1;
+		}
 		if (on_chunk)
 			on_chunk(ctx, chunk, (size_t)n / sizeof(uint64_t));
 		lo += (uint64_t)n & ~(uint64_t)7;
@@ -127,5 +136,5 @@ bool stackcheck_holds_code(pid_t tid, const arch_regs_t *regs, const uint64_t *i
 	if (hi < lo || hi - lo > CALLEE_SCAN_MAX)
 		return true;
 	return stackcheck_scan_memory(tid, lo & ~(uint64_t)7, hi, chunk, 256, code, n, NULL, NULL,
-				      &bytes, &pc) != 0;
+				      &bytes, &pc, NULL) != 0;
 }

@@ -43,16 +43,26 @@ struct stackcheck_span {
 	enum stackcheck_span_kind kind;
 };
 
-/* True when a thread resuming at pc would execute from inside a span. */
+/*
+ * True when a thread resuming at pc would execute from inside a span.
+ * pc is a word as a register or a stack holds it: arch_code_address()
+ * takes what names the address (a signed return address's PAC off).
+ */
 bool stackcheck_pc_unsafe(uint64_t pc, const struct stackcheck_span *spans, size_t n);
 
-/* Same test over raw stack words (the conservative scan): true on a hit, *ret_pc set. */
+/*
+ * Same test over raw stack words (the conservative scan): true on a hit,
+ * *ret_pc set to the address the word names, *ret_index (unless NULL) to
+ * where it lay.
+ */
 bool stackcheck_scan_words(const uint64_t *words, size_t n_words,
-			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc);
+			   const struct stackcheck_span *spans, size_t n, uint64_t *ret_pc,
+			   size_t *ret_index);
 
 /*
  * The scan of tid's memory [lo, hi) (lo 8-aligned; a tail short of a word is left out), read a chunk of
- * chunk_words words at a time into chunk: 1 with *ret_pc on a hit, 0 when
+ * chunk_words words at a time into chunk: 1 with *ret_pc on a hit (and
+ * *ret_at, unless NULL, the word's address), 0 when
  * no word points into a span, -EFAULT when the memory cannot be read.
  * *bytes grows by what was read.  on_chunk, unless NULL, sees each chunk
  * read without a hit.  Only reads (process_vm_readv()): the scan worker
@@ -62,7 +72,7 @@ typedef void stackcheck_chunk_fn(void *ctx, const uint64_t *words, size_t n);
 int stackcheck_scan_memory(pid_t tid, uint64_t lo, uint64_t hi, uint64_t *chunk,
 			   size_t chunk_words, const struct stackcheck_span *spans, size_t nspans,
 			   stackcheck_chunk_fn *on_chunk, void *ctx, uint64_t *bytes,
-			   uint64_t *ret_pc);
+			   uint64_t *ret_pc, uint64_t *ret_at);
 
 /* Whether pc lies in a span whose hits the frames confirm (any kind but BYTES). */
 bool stackcheck_in_confirm_span(uint64_t pc, const struct stackcheck_span *spans, size_t nspans);

@@ -35,7 +35,7 @@ void walk_facts_read(const uint8_t *img, size_t size, const struct elf_def *def,
 	memset(ret, 0, sizeof(*ret));
 	if (!ARCH_WALK || !len || len > def->file_avail || def->file_offset + len > size)
 		return;
-	if (arch_walk_derive(img + def->file_offset, (size_t)len, &ret->f) < 0)
+	if (arch_walk_derive(img + def->file_offset, (size_t)len, def->value, &ret->f) < 0)
 		return;
 	/* glibc's backtrace() and _dl_find_object() live in one object, libc. */
 	if (elf_find_symbol(img, size, "_dl_find_object", finds, ELF_MAX_DEFS, &nfinds) < 0 ||
@@ -159,6 +159,40 @@ static enum room_state room_state(const struct site_walk *w)
 	return file ? ROOM_FILE : ours ? ROOM_OURS : ROOM_MIXED;
 }
 
+/*
+ * Whether the call bytes are a breakpoint instruction.  Where they are a
+ * whole instruction (aarch64's add, which the guard makes an adr), a
+ * uprobe or a debugger puts its own there; a uprobe's hit replays the
+ * file's instruction (it belongs to the file), and its removal writes the
+ * file's back unless it finds its breakpoint gone; a debugger replays and
+ * writes back what lay beneath when it came.
+ */
+static bool call_breakpoint(const struct site_walk *w)
+{
+	static const uint8_t breakpoints[][ARCH_BREAKPOINT_LEN] = ARCH_BREAKPOINTS;
+
+	if (ARCH_BREAKPOINT_LEN != ARCH_WALK_CALL_LEN)
+		return false;      /* x86-64: a displacement, inside the lea */
+	for (size_t i = 0; i < sizeof(breakpoints) / sizeof(breakpoints[0]); i++)
+		if (!memcmp(w->call_mem, breakpoints[i], ARCH_BREAKPOINT_LEN))
+			return true;
+	return false;
+}
+
+/*
+ * Whether the call bytes are the file's, or a breakpoint over the file's:
+ * our bytes there are written only once the code is whole, and go before
+ * any of it does, so beneath a breakpoint with the room not all ours lie
+ * the file's.  Then nothing can reach the code through them, and a form
+ * without the walk leaves the breakpoint alone.
+ */
+static bool call_is_files(const struct site_walk *w)
+{
+	if (!memcmp(w->call_mem, w->call_orig, ARCH_WALK_CALL_LEN))
+		return true;
+	return call_breakpoint(w) && room_state(w) != ROOM_OURS;
+}
+
 void walk_classify(struct site *s)
 {
 	struct site_walk *w = &s->walk;
@@ -169,7 +203,7 @@ void walk_classify(struct site *s)
 		w->state = PROTO_SITE_ORIGINAL;
 		return;
 	}
-	call_file = !memcmp(w->call_mem, w->call_orig, ARCH_WALK_CALL_LEN);
+	call_file = call_is_files(w);
 	call_ours = !memcmp(w->call_mem, w->call_ours, ARCH_WALK_CALL_LEN);
 	room = room_state(w);
 	if (call_file && room == ROOM_OTHER) {
@@ -186,6 +220,13 @@ void walk_classify(struct site *s)
 	} else if (call_ours) {
 		w->state = room == ROOM_OURS ? PROTO_SITE_GUARDED :
 			   room == ROOM_OTHER ? PROTO_SITE_FOREIGN : PROTO_SITE_TORN;
+	} else if (call_breakpoint(w)) {
+		/*
+		 * Over our code, ours may be beneath, and a uprobe's hits run
+		 * the file's add: backtrace() is glibc's, unwalked.  Torn, so
+		 * that status warns and guard (or unguard) writes over it.
+		 */
+		w->state = PROTO_SITE_TORN;
 	} else {
 		w->state = PROTO_SITE_FOREIGN;
 	}
@@ -208,15 +249,14 @@ bool walk_code_changes(const struct site *s, bool ours)
 
 bool walk_draining(const struct site *s)
 {
-	const struct site_walk *w = &s->walk;
-
-	return w->planned && memcmp(w->call_mem, w->call_orig, ARCH_WALK_CALL_LEN) != 0;
+	return s->walk.planned && !call_is_files(&s->walk);
 }
 
 bool walk_call_changes(const struct site *s, bool ours)
 {
 	const struct site_walk *w = &s->walk;
 
-	return w->planned &&
-	       memcmp(w->call_mem, ours ? w->call_ours : w->call_orig, ARCH_WALK_CALL_LEN) != 0;
+	if (!w->planned)
+		return false;
+	return ours ? memcmp(w->call_mem, w->call_ours, ARCH_WALK_CALL_LEN) != 0 : !call_is_files(w);
 }

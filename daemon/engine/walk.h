@@ -48,7 +48,8 @@ void walk_classify(struct site *s);
  * is safe whenever (the code stays for the calls that took its address);
  * then, once no thread is in a call that did (stackcheck.c confirms it
  * by the frames), the code goes.  Between the two, walk_draining(): the
- * call bytes still ours, the code must stay.
+ * call bytes not surely the file's (ours, or a breakpoint that may cover
+ * ours), the code must stay.
  */
 bool walk_draining(const struct site *s);
 bool walk_code_changes(const struct site *s, bool ours);

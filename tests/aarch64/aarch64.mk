@@ -20,7 +20,10 @@ AARCH64_CPUS  ?= max cortex-a57
 AARCH64_LIBDIRS := $(AARCH64_DEPS)/root/lib/aarch64-linux-gnu:$(AARCH64_DEPS)/root/usr/lib/aarch64-linux-gnu
 # Victims the guest runs: the glibc hammer, and backtrace() definitions
 # built with branch protection (paciasp, pacibsp and bti c landing pads).
-AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/libbtpad_pac \
+AARCH64_VICTIMS := $(AARCH64_BUILD)/victims/bt_sync $(AARCH64_BUILD)/victims/bt_print \
+                   $(AARCH64_BUILD)/victims/bt_park \
+                   $(AARCH64_BUILD)/victims/coro_crash $(AARCH64_BUILD)/victims/libcoroswitch \
+                   $(AARCH64_BUILD)/victims/libbtpad_pac \
                    $(AARCH64_BUILD)/victims/libbtpad_pacb $(AARCH64_BUILD)/victims/libbtpad_bti \
                    $(AARCH64_BUILD)/victims/leafcall $(AARCH64_BUILD)/victims/libbtleaf \
                    $(AARCH64_BUILD)/victims/uprobe_hold
@@ -52,6 +55,25 @@ $(AARCH64_BUILD)/victims/bt_sync: tests/aarch64/bt_sync.c
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
 
+# Frames on demand, address by address: the segment walk's must be glibc's.
+$(AARCH64_BUILD)/victims/bt_print: tests/victims/bt_print.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+$(AARCH64_BUILD)/victims/bt_park: tests/victims/bt_park.c
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $<
+
+# The coroutine crash and its switch in a library of its own, which the
+# guest copies under greenlet's name: the walk must stop at its trampoline.
+$(AARCH64_BUILD)/victims/coro_crash: tests/victims/coro_crash.c tests/victims/coroswitch.h
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -o $@ $< -ldl
+
+$(AARCH64_BUILD)/victims/libcoroswitch: tests/victims/libcoroswitch.c tests/victims/coroswitch.h
+	@mkdir -p $(dir $@)
+	$(AARCH64_CC) $(AARCH64_VICTIM_CFLAGS) -shared -fPIC -o $@ $<
+
 $(AARCH64_BUILD)/victims/libbtpad_pac: tests/aarch64/libbtpad.c tests/aarch64/aarch64.mk
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) $(AARCH64_PAD_CFLAGS) -o $@ $<
@@ -82,13 +104,19 @@ $(AARCH64_BUILD)/victims/libbtleaf: tests/aarch64/libbtleaf.S
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -shared -fPIC -nostartfiles -o $@ $<
 
-# The aarch64 stub table, tested natively: stub.c is pure data and logic.
-AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64
-$(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c daemon/engine/stub.h \
-                     daemon/arch/aarch64/arch_stub.h
+# The aarch64 stub table and the segment walk's derivation, tested
+# natively: stub.c and arch_walk.h are pure data and logic.
+AARCH64_UNIT_BIN := $(BUILD)/tests/test_stub_aarch64 $(BUILD)/tests/test_walk_aarch64
+$(BUILD)/tests/test_stub_aarch64: tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c \
+                                  daemon/engine/stub.h daemon/arch/aarch64/arch_stub.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote proto -iquote daemon/engine \
 	    -iquote daemon/arch/aarch64 -o $@ tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c $(CMOCKA_LIBS)
+
+$(BUILD)/tests/test_walk_aarch64: tests/aarch64/test_walk_aarch64.c daemon/arch/aarch64/arch_walk.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -iquote daemon/arch/aarch64 -o $@ \
+	    tests/aarch64/test_walk_aarch64.c $(CMOCKA_LIBS)
 
 # Two boots side by side, about 3 minutes under TCG: -cpu max with 300
 # guard/unguard cycles (they stop early on a very busy host) and the pad
@@ -96,5 +124,5 @@ $(AARCH64_UNIT_BIN): tests/aarch64/test_stub_aarch64.c daemon/engine/stub.c daem
 # cycles and the same pad checks, about a minute.  Each guest's serial
 # console is kept in $(AARCH64_BUILD)/qemu/console-CPU.log.
 check-aarch64: cross-aarch64 $(AARCH64_UNIT_BIN)
-	$(AARCH64_UNIT_BIN)
+	@set -e; for t in $(AARCH64_UNIT_BIN); do echo "== $$t"; $$t; done
 	tests/aarch64/run $(AARCH64_BUILD) --cpus "$(AARCH64_CPUS)"

@@ -15,7 +15,7 @@
 # $(CC) and replay_main.c.  Both sets of objects live under $(BUILD)/fuzz/,
 # apart from the normal build, because their flags differ.
 
-FUZZ_NAMES   := proto maps elf server select policy
+FUZZ_NAMES   := proto maps elf server select policy cfi
 FUZZ_DIR     := tests/fuzz
 FUZZ_OUT     := $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
@@ -28,6 +28,7 @@ FUZZ_SRC_maps   := daemon/node/procfs.c daemon/node/procfs_parse.c
 FUZZ_SRC_elf    := daemon/node/elf.c
 FUZZ_SRC_server := daemon/serve/conn.c daemon/request/queue.c proto/proto.c proto/names.c
 FUZZ_SRC_select := daemon/node/select.c
+FUZZ_SRC_cfi    := daemon/node/cfi.c
 # policy.c's matching reads select.c and facts_needed() from facts.c; inih is linked.
 FUZZ_SRC_policy := daemon/watch/policy.c daemon/node/select.c daemon/node/facts.c daemon/node/procfs.c daemon/node/procfs_parse.c
 
@@ -39,6 +40,7 @@ FUZZ_MAXLEN_maps   := 16384
 FUZZ_MAXLEN_elf    := 65535
 FUZZ_MAXLEN_server := 32768
 FUZZ_MAXLEN_select := 8192
+FUZZ_MAXLEN_cfi    := 8192
 FUZZ_MAXLEN_policy := 16384
 
 # The project's flags, but built for finding bugs: _FORTIFY_SOURCE and ASan

@@ -423,4 +423,14 @@ MUTANTS = [
      [("\t\treturn told ? PROTO_SITE_ORIGINAL : PROTO_SITE_TORN;",
        "\t\treturn PROTO_SITE_ORIGINAL;")],
      ["unit"]),
+    # -- aarch64's segment walk: backtrace()'s registers read off a path proved straight --
+    ("aarch64's walk derivation reads a path a branch lands in as straight",
+     "daemon/arch/aarch64/arch_walk.h",
+     [("&t) && t > 0 && t <= blr)", "&t) && t > 0 && t < 0)")],
+     ["unit"]),
+    ("aarch64's walk derivation lets a store through another register touch the fields",
+     "daemon/arch/aarch64/arch_walk.h",
+     [("\t\tif (a != ARCH_WALK_STORE || base != ARCH_WALK_SP ||",
+       "\t\tif (a != ARCH_WALK_STORE ||")],
+     ["unit"]),
 ]

@@ -561,10 +561,12 @@ static void scan_words_finds_return_address(void **state)
 	struct stackcheck_span s = { 0x7f0000001000, 0x7f0000001003, STACKCHECK_SPAN_BYTES };
 	uint64_t words[6] = { 0, 0x7f0000001000, 0x7f0000001003, 42, 0x7f0000001002, 7 };
 	uint64_t pc = 0;
+	size_t at = 0;
 	(void)state;
-	assert_true(stackcheck_scan_words(words, 6, &s, 1, &pc));
+	assert_true(stackcheck_scan_words(words, 6, &s, 1, &pc, &at));
 	assert_int_equal(pc, 0x7f0000001002);
-	assert_false(stackcheck_scan_words(words, 4, &s, 1, &pc));
+	assert_int_equal(at, 4);
+	assert_false(stackcheck_scan_words(words, 4, &s, 1, &pc, NULL));
 }
 
 int main(void)

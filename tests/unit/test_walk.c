@@ -23,7 +23,8 @@
 #include "walk_code.h"
 #include "walk_table.h"
 
-#if ARCH_WALK
+/* x86-64's derivation; aarch64's, on its own bytes, is tests/aarch64/test_walk_aarch64.c. */
+#ifdef __x86_64__
 /* backtrace() of Debian 12's glibc 2.36 (x86-64), all 161 bytes. */
 static const uint8_t debian12[161] = {
 	0x55, 0x48, 0x89, 0xe5, 0x53, 0x89, 0xf3, 0x48, 0x83, 0xec, 0x38, 0x64,
@@ -65,7 +66,7 @@ static void derive_debian12(void **state)
 	struct arch_walk_facts f;
 
 	(void)state;
-	assert_int_equal(arch_walk_derive(debian12, sizeof(debian12), &f), 0);
+	assert_int_equal(arch_walk_derive(debian12, sizeof(debian12), 0, &f), 0);
 	/* lea -0xe0(%rip),%rdi at +0x49: its displacement at +0x4c names the helper at -0x90. */
 	assert_int_equal(f.call_off, 0x4c);
 	assert_int_equal(f.return_off, 0x5f);     /* after call *%rax at +0x5d */
@@ -79,7 +80,7 @@ static void derive_debian13(void **state)
 	struct arch_walk_facts f;
 
 	(void)state;
-	assert_int_equal(arch_walk_derive(debian13, sizeof(debian13), &f), 0);
+	assert_int_equal(arch_walk_derive(debian13, sizeof(debian13), 0, &f), 0);
 	assert_int_equal(f.call_off, 0x4a);
 	assert_int_equal(f.return_off, 0x5d);
 	assert_int_equal((int64_t)f.helper_off, -0x90);
@@ -111,33 +112,33 @@ static void derive_refuses_other_shapes(void **state)
 	memcpy(c, debian12, sizeof(c));
 	at = find(c, sizeof(c), minus1, sizeof(minus1));
 	c[at + 3] = 0;
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* A count that is not an aligned int inside the argument. */
 	memcpy(c, debian12, sizeof(c));
 	c[at + 2] = (uint8_t)(c[at + 2] + 2);
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* No indirect call after the two leas. */
 	memcpy(c, debian12, sizeof(c));
 	at = find(c, sizeof(c), call_rax, sizeof(call_rax));
 	c[at + 1] = 0xd1;   /* call *%rcx */
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* The helper's lea not right after the argument's: the two swapped. */
 	memcpy(c, debian12, sizeof(c));
 	at = find(c, sizeof(c), lea_rsi, sizeof(lea_rsi));
 	memcpy(c + at, debian12 + at + 4, 7);
 	memcpy(c + at + 7, debian12 + at, 4);
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* No lea of the argument at all. */
 	memcpy(c, debian12, sizeof(c));
 	memcpy(c + at, (const uint8_t[]){ 0x90, 0x90, 0x90, 0x90 }, 4);
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* A second lea into %rdi: which one names the helper is not certain. */
 	memcpy(c, debian12, sizeof(c));
 	memcpy(c + 150, lea_rdi, sizeof(lea_rdi));
-	assert_int_equal(arch_walk_derive(c, sizeof(c), &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(c, sizeof(c), 0, &f), -ENOENT);
 	/* Cut short before the call. */
 	at = find(debian12, sizeof(debian12), lea_rdi, sizeof(lea_rdi));
-	assert_int_equal(arch_walk_derive(debian12, at + 7, &f), -ENOENT);
+	assert_int_equal(arch_walk_derive(debian12, at + 7, 0, &f), -ENOENT);
 }
 
 /* The call bytes name a target as a rip-relative displacement from the lea's end. */
@@ -147,7 +148,7 @@ static void call_bytes_name_the_code(void **state)
 	uint8_t out[ARCH_WALK_CALL_LEN];
 
 	(void)state;
-	assert_int_equal(arch_walk_derive(debian12, sizeof(debian12), &f), 0);
+	assert_int_equal(arch_walk_derive(debian12, sizeof(debian12), 0, &f), 0);
 	arch_walk_call_bytes(0x7f0000115000, &f, 0x7f0000199f10, out);
 	/* 0x7f0000199f10 - (0x7f0000115000 + 0x4c + 4) = 0x84ec0 */
 	assert_memory_equal(out, ((const uint8_t[]){ 0xc0, 0x4e, 0x08, 0x00 }), 4);
@@ -304,7 +305,7 @@ static void facts_of_the_real_libc(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-#if ARCH_WALK
+#ifdef __x86_64__
 		cmocka_unit_test(derive_debian12),
 		cmocka_unit_test(derive_debian13),
 		cmocka_unit_test(derive_refuses_other_shapes),

@@ -10,8 +10,8 @@
  * they resume.  A slice is [saved sp, stop): it ends at the coroutine's
  * entry trampoline, whose unwind info describes an ordinary call frame,
  * so an unwinder leaving the coroutine believes a caller's return address
- * sits in the word at `stop` -- a word that belongs to no slice and is
- * never saved or restored.
+ * sits in the word at `stop` (at `stop + 8` on aarch64) -- a word that
+ * belongs to no slice and is never saved or restored.
  *
  * The sequence (every step is fixed, so the outcome is too):
  *   1. coroutine A starts with its slice ending 4 KiB below the top of
@@ -23,9 +23,9 @@
  *   3. A is resumed (its slice copied back; the word above it is B's) and
  *      calls backtrace().  libgcc unwinds A's frames, reaches the
  *      trampoline, reads the stale word as the caller's PC, finds no FDE
- *      for it, and its x86-64 Linux fallback (MD_FALLBACK_FRAME_STATE_FOR)
- *      reads the code bytes at that PC to look for a sigreturn trampoline:
- *      SIGSEGV inside backtrace(), every time.
+ *      for it, and its Linux fallback (MD_FALLBACK_FRAME_STATE_FOR, on
+ *      x86-64 and aarch64) reads the code at that PC to look for a
+ *      sigreturn trampoline: SIGSEGV inside backtrace(), every time.
  *
  * With --pause-file, A prints "paused" before step 3's backtrace() and
  * polls for PATH every 10 ms (never calling backtrace() meanwhile): the
@@ -81,12 +81,6 @@ static void (*switch_fn)(void **save_sp, void *load_sp) = coro_switch;
 static void (*trampoline_fn)(void) = coro_trampoline;
 void coro_entry(struct coro *c) __attribute__((noreturn));
 
-/* The frame coro_switch pops on a coroutine's first run. */
-struct first_frame {
-	uint64_t r15, r14, r13, r12, rbx, rbp;   /* r12: coro_entry, rbx: the coroutine */
-	uint64_t ret;                   /* coro_trampoline */
-};
-
 static void *main_sp;                   /* main's sp while a coroutine runs */
 static struct coro *current;
 static const char *pause_file;
@@ -113,14 +107,12 @@ void coro_entry(struct coro *c)
 
 static void coro_init(struct coro *c, char *stop, void (*body)(struct coro *))
 {
-	struct first_frame f = {
-		.rbx = (uint64_t)(uintptr_t)c,
-		.r12 = (uint64_t)(uintptr_t)coro_entry,
-		.ret = (uint64_t)(uintptr_t)trampoline_fn,
-	};
+	struct coro_first_frame f = CORO_FIRST_FRAME((uint64_t)(uintptr_t)c,
+						     (uint64_t)(uintptr_t)coro_entry,
+						     (uint64_t)(uintptr_t)trampoline_fn);
 
-	/* At a function's entry rsp + 8 is 16-byte aligned (SysV ABI). */
-	if (((uintptr_t)stop + 8) % 16 != 0)
+	/* The ABI's alignment at a function's entry (coroswitch.h). */
+	if (((uintptr_t)stop + CORO_STOP_GAP) % 16 != 0)
 		abort();
 	c->stop = stop;
 	c->sp = stop - sizeof(f);
@@ -200,7 +192,7 @@ static void scribbler_body(struct coro *c)
 {
 	void *volatile table[TABLE_WORDS];
 	uintptr_t lo = (uintptr_t)&table[0], hi = (uintptr_t)&table[TABLE_WORDS];
-	uintptr_t slot = (uintptr_t)coro_a.stop;
+	uintptr_t slot = CORO_CALLER_WORD(coro_a.stop);
 
 	(void)c;
 	if (slot < lo || slot + 8 > hi) {
@@ -288,8 +280,8 @@ int main(int argc, char **argv)
 		die("munmap poison");
 
 	top = stack + SHARED_STACK_SIZE;
-	coro_init(&coro_a, top - A_DEPTH - 8, victim_body);
-	coro_init(&coro_b, top - 8, scribbler_body);
+	coro_init(&coro_a, top - A_DEPTH - CORO_STOP_GAP, victim_body);
+	coro_init(&coro_b, top - CORO_STOP_GAP, scribbler_body);
 	coro_resume(&coro_a);           /* step 1: A parks */
 	coro_resume(&coro_b);           /* step 2: B overwrites A's caller word */
 	coro_resume(&coro_a);           /* step 3: A pauses, then backtrace() */

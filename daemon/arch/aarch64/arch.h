@@ -58,6 +58,19 @@ static inline uint64_t arch_regs_sp(const arch_regs_t *regs) { return regs->gp.s
 static inline uint64_t arch_regs_thread_pointer(const arch_regs_t *regs) { return regs->tpidr_el0; }
 
 /*
+ * The address a code pointer names.  A return address a pac-ret function
+ * saved (paciasp signs x30 in place) carries a pointer authentication
+ * code in its top bits, and so may a tagged pointer: user addresses are
+ * 48 bits wide on Debian's arm64 kernels, and the bits above are PAC or
+ * tag, never address.  Every comparison with the bytes a guard changes
+ * strips them, or a signed return address would go unseen.
+ */
+static inline uint64_t arch_code_address(uint64_t word)
+{
+	return word & ((UINT64_C(1) << 48) - 1);
+}
+
+/*
  * Registers holding an address the thread will execute at later, the PC
  * first.  A leaf function never spills its return address: it lives in
  * the link register x30 only, where no stack scan or walk would see it.
@@ -70,8 +83,7 @@ static inline uint64_t arch_regs_thread_pointer(const arch_regs_t *regs) { retur
 static inline size_t arch_regs_resume(const arch_regs_t *regs, uint64_t ret[ARCH_MAX_RESUME_REGS])
 {
 	ret[0] = regs->gp.pc;
-	/* 48-bit user VAs (Debian's arm64 kernels); bits above are PAC or tag. */
-	ret[1] = regs->gp.regs[30] & ((UINT64_C(1) << 48) - 1);
+	ret[1] = arch_code_address(regs->gp.regs[30]);
 	return 2;
 }
 

@@ -13,10 +13,30 @@
 /* libunwind's numbers of the general registers: 0 to ARCH_UNW_GPRS - 1 (x0 to x30). */
 #define ARCH_UNW_GPRS 31u
 
+/*
+ * Pointer authentication, which Debian 12's libunwind (1.6) predates: a
+ * pac-ret function's CFI says where x30 is signed with
+ * DW_CFA_AARCH64_negate_ra_state, which that libunwind cannot parse: it
+ * fails the step and guesses the caller from x30, ending the walk early
+ * and silently.  So the activeness check reads that instruction as
+ * DW_CFA_nop (node/cfi.c finds it), and gives libunwind the return
+ * addresses already stripped: x30 here, the words of a stack through
+ * arch_unw_stack_word().
+ */
+#define ARCH_UNW_HIDDEN_CFA_OP 0x2d
+
+/* A word libunwind reads from a stack (a saved x30, a signal frame's): its PAC stripped. */
+static inline unw_word_t arch_unw_stack_word(unw_word_t word)
+{
+	return arch_code_address(word);
+}
+
 static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
 {
 	/* UNW_AARCH64_X0..X30 are 0..30, in the order of user_regs_struct.regs. */
-	if (regnum >= UNW_AARCH64_X0 && regnum <= UNW_AARCH64_X30)
+	if (regnum == UNW_AARCH64_X30)
+		*ret = arch_code_address(r->gp.regs[30]);
+	else if (regnum >= UNW_AARCH64_X0 && regnum < UNW_AARCH64_X30)
 		*ret = r->gp.regs[regnum - UNW_AARCH64_X0];
 	else if (regnum == UNW_AARCH64_SP)
 		*ret = r->gp.sp;

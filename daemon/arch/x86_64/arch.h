@@ -40,6 +40,9 @@ static inline uint64_t arch_regs_sp(const arch_regs_t *regs) { return regs->rsp;
 /* The thread pointer (TLS base): glibc's thread control block. */
 static inline uint64_t arch_regs_thread_pointer(const arch_regs_t *regs) { return regs->fs_base; }
 
+/* The address a code pointer names: on x86-64 the word itself. */
+static inline uint64_t arch_code_address(uint64_t word) { return word; }
+
 /*
  * Registers holding an address the thread will execute at later, the PC
  * first: on x86-64 only the PC (a return address is always on the stack,

@@ -60,8 +60,13 @@ static inline int32_t arch_walk_le32(const uint8_t *p)
 			 (uint32_t)p[3] << 24);
 }
 
-/* 0 and *ret from the function's file bytes code[0, len), or -ENOENT. */
-static inline int arch_walk_derive(const uint8_t *code, size_t len, struct arch_walk_facts *ret)
+/*
+ * 0 and *ret from the function's file bytes code[0, len), or -ENOENT.
+ * addr, the function's address in the object, does not matter here: the
+ * lea names the helper relative to itself.
+ */
+static inline int arch_walk_derive(const uint8_t *code, size_t len, uint64_t addr,
+				   struct arch_walk_facts *ret)
 {
 	static const uint8_t leas[] = { 0x48, 0x8d, 0x75 }, lea_rdi[] = { 0x48, 0x8d, 0x3d };
 	static const uint8_t store[] = { 0x48, 0x89, 0x7d }, minus1[] = { 0xff, 0xff, 0xff, 0xff };
@@ -72,6 +77,7 @@ static inline int arch_walk_derive(const uint8_t *code, size_t len, struct arch_
 	long count_at = -1, call_at;
 	int8_t arg, array, count;
 
+	(void)addr;
 	if (arg_at < 0 || store_at < 0 || rdi_at != arg_at + 4)
 		return -ENOENT;
 	/* movl $-1, disp8(%rbp): c7 45 disp8 ff ff ff ff, once. */
