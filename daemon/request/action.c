@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "action.h"
-#include "action_int.h"
+#include "authorize.h"
 #include "exec.h"
 #include "execmaps.h"
 #include "facts.h"
@@ -156,7 +156,7 @@ static bool takes_arrival_facts(const struct auth_caller *caller, unsigned actio
 }
 
 /*
- * The caller's rights on t now, as action_authorize() checks them: 0, or
+ * The caller's rights on t now, as authorize() checks them: 0, or
  * the answer.  The turn's look at the pin follows the read, before
  * anything read is answered: a pidfd's poll, or without one the start
  * time read with the rights (a failed read has none to compare, and its
@@ -167,11 +167,12 @@ static int check_rights(const struct auth_caller *caller, unsigned action,
 			size_t why_len)
 {
 	struct procfs_stat st;
+	const struct authorize_who who = action_who(t);
 	int32_t asked = t->pid;
 	pid_t pid = t->ours;
 	int r;
 
-	r = action_authorize(caller, t, pid, target);
+	r = authorize(caller, &who, pid, target);
 	st.start_ticks = target->start_ticks;
 	if (t->pidfd >= 0 && !pin_holds(t, NULL))
 		return explain_exited(t, why, why_len);

@@ -17,6 +17,7 @@
 
 #include "proto.h"
 #include "auth.h"
+#include "authorize.h"
 #include "select.h"
 
 /*
@@ -45,6 +46,12 @@ struct action_target {
 	uid_t    uid;
 	bool     selected;   /* reached by a selector, not named */
 };
+
+/* t as a refusal names it (authorize.h). */
+static inline struct authorize_who action_who(const struct action_target *t)
+{
+	return (struct authorize_who){ .pid = t->pid, .ours = t->ours, .hidden = t->hidden };
+}
 
 /* One request's targets being resolved and pinned, a bounded step at a time. */
 struct action_expansion;

@@ -3,7 +3,8 @@
  * A request's targets at arrival: the PIDs the caller named (or the
  * processes a selector or a policy rule reaches), resolved in the caller's
  * PID namespace, --tree expanded, each pinned with a pidfd the moment the
- * request is read and, for a non-root caller, authorized while pinned.  A
+ * request is read and, for a non-root caller, authorized while pinned
+ * (authorize.c).  A
  * bounded step at a time (action_expand_step), which queue.c schedules
  * between other clients' turns.  What happens at each target's turn is
  * action.c's.
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 #include "action.h"
-#include "action_int.h"
+#include "authorize.h"
 #include "facts.h"
 #include "log.h"
 #include "pidns.h"
@@ -32,42 +33,8 @@
 /* --tree goes no deeper than this below a named PID. */
 #define TREE_MAX_DEPTH 64
 
-/* ------------------------------------------------ who may act on what -- */
-
 /*
- * The caller may not act on the target: what it is told.  The reason in
- * full (owner, ids, dumpability) goes to the log only.
- */
-static int refuse_target(const struct action_target *t, int r, const char *detail)
-{
-	log_msg(LOG_DEBUG, "PID %d (ours %d) refused: %s", t->pid, (int)t->ours, detail);
-	return t->hidden ? -BTG_ERR_NOPROC : r;
-}
-
-/* 0 when the caller may act on the process facts describes, else its refusal. */
-static int judge(const struct auth_caller *caller, const struct action_target *t,
-		 const struct auth_target *facts)
-{
-	char detail[PROTO_MAX_MESSAGE + 1];
-	int r = auth_check(caller, facts, detail, sizeof(detail));
-
-	return r < 0 ? refuse_target(t, r, detail) : 0;
-}
-
-/* 0 when the caller may act on pid, else the refusal it gets (see refuse_target()). */
-int action_authorize(const struct auth_caller *caller, const struct action_target *t,
-		     pid_t pid, struct auth_target *ret)
-{
-	int r = auth_read_target(pid, ret);
-
-	/* The daemon short of descriptors or memory: that, never "no process". */
-	if (r < 0)
-		return proto_shortage(r) ? r : -BTG_ERR_NOPROC;
-	return judge(caller, t, ret);
-}
-
-/*
- * t passed action_authorize() at arrival with these facts, read while its pidfd
+ * t passed authorize() at arrival with these facts, read while its pidfd
  * pinned it: keep what the turn may use.
  */
 static void authorized(struct action_target *t, const struct auth_target *facts)
@@ -175,7 +142,9 @@ static void pin_target(struct action_expansion *x, struct action_target *t, bool
 		return;
 	}
 	if (authorize_now || t->thread) {
-		r = x->caller.uid == 0 && t->thread ? 0 : action_authorize(&x->caller, t, t->ours, &facts);
+		const struct authorize_who who = action_who(t);
+
+		r = x->caller.uid == 0 && t->thread ? 0 : authorize(&x->caller, &who, t->ours, &facts);
 		if (r < 0) {
 			t->err = r;
 			t->thread = false;
@@ -379,6 +348,7 @@ static int unlooked(struct action_expansion *x, pid_t pid, int32_t theirs, int e
 static int add_selected(struct action_expansion *x, pid_t pid)
 {
 	struct auth_target facts;
+	struct authorize_who who;
 	struct action_target *t;
 	int32_t theirs = pid;
 	int pidfd = -1, r;
@@ -422,7 +392,8 @@ static int add_selected(struct action_expansion *x, pid_t pid)
 	t->selected = true;
 	if (pidfd < 0)
 		t->start_ticks = facts.start_ticks;   /* no pidfds: the start time is the whole pin */
-	if (judge(&x->caller, t, &facts) < 0) {
+	who = action_who(t);
+	if (authorize_judge(&x->caller, &who, &facts) < 0) {
 		pin_close(&t->pidfd);
 		x->n--;
 		return 0;
