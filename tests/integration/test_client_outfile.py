@@ -70,6 +70,16 @@ def silent_socket(tmp):
         s.close()
 
 
+def wait_for_temporary_file(tmp, p):
+    """The temporary file client p writes its report to, once it exists."""
+    tmp_file = tmp / f"btguard.prom.{p.pid}"
+    deadline = time.monotonic() + QUICK
+    while not tmp_file.exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "no temporary file"
+        time.sleep(0.01)
+    return tmp_file
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
                          ids=lambda s: s.name)
 def test_a_signal_removes_the_temporary_file(tmp, silent_socket, sig):
@@ -82,12 +92,7 @@ def test_a_signal_removes_the_temporary_file(tmp, silent_socket, sig):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     try:
-        tmp_file = tmp / f"btguard.prom.{p.pid}"
-        deadline = time.monotonic() + QUICK
-        while not tmp_file.exists():
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < deadline, "no temporary file"
-            time.sleep(0.01)
+        tmp_file = wait_for_temporary_file(tmp, p)
         # Waiting for the reply now (it never comes).
         time.sleep(0.2)
         os.kill(p.pid, sig)
@@ -133,12 +138,7 @@ def test_a_signal_ignored_since_the_start_stays_ignored(tmp, silent_socket):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     try:
-        tmp_file = tmp / f"btguard.prom.{p.pid}"
-        deadline = time.monotonic() + QUICK
-        while not tmp_file.exists():
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < deadline, "no temporary file"
-            time.sleep(0.01)
+        tmp_file = wait_for_temporary_file(tmp, p)
         os.kill(p.pid, signal.SIGHUP)
         time.sleep(0.2)
         assert p.poll() is None and tmp_file.exists()

@@ -67,37 +67,31 @@ static void finds_both_in_debian13s_fde(void **state)
 
 static void refuses_broken_records(void **state)
 {
+	static const struct {
+		const char *what;
+		size_t at;
+		uint8_t value;
+		int want;
+	} broken[] = {
+		{ "an FDE whose CIE pointer leads outside the image", 24, 0x40, -EFAULT },
+		{ "a length past the image", 20, 0x60, -EFAULT },
+		{ "a CIE augmentation it does not know (\"zX\")", 10, 'X', -EINVAL },
+		{ "a CIE version it does not know", 8, 2, -EINVAL },
+		{ "an opcode it does not know in the FDE's program", 0x2b, 0x3f, -EINVAL },
+	};
 	uint8_t bad[sizeof(trixie_libc)];
 	struct image im = { bad, sizeof(bad), BASE, 0 };
 	uint64_t at[8];
 	size_t n;
 
 	(void)state;
-	/* An FDE whose CIE pointer leads outside the image. */
-	memcpy(bad, trixie_libc, sizeof(bad));
-	bad[24] = 0x40;
-	assert_int_equal(cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n),
-			 -EFAULT);
-	/* A length past the image. */
-	memcpy(bad, trixie_libc, sizeof(bad));
-	bad[20] = 0x60;
-	assert_int_equal(cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n),
-			 -EFAULT);
-	/* A CIE's augmentation it does not know ("zX"). */
-	memcpy(bad, trixie_libc, sizeof(bad));
-	bad[10] = 'X';
-	assert_int_equal(cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n),
-			 -EINVAL);
-	/* A CIE version it does not know. */
-	memcpy(bad, trixie_libc, sizeof(bad));
-	bad[8] = 2;
-	assert_int_equal(cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n),
-			 -EINVAL);
-	/* An opcode it does not know, in the FDE's program. */
-	memcpy(bad, trixie_libc, sizeof(bad));
-	bad[0x2b] = 0x3f;
-	assert_int_equal(cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n),
-			 -EINVAL);
+	for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
+		memcpy(bad, trixie_libc, sizeof(bad));
+		bad[broken[i].at] = broken[i].value;
+		if (cfi_find_op(image_read, &im, BASE + 0x14, NEGATE_RA_STATE, at, 8, &n) !=
+		    broken[i].want)
+			fail_msg("%s: not refused as %d", broken[i].what, broken[i].want);
+	}
 	/* The record that ends the section (length 0) is no FDE. */
 	memset(bad, 0, sizeof(bad));
 	assert_int_equal(cfi_find_op(image_read, &im, BASE, NEGATE_RA_STATE, at, 8, &n), -EINVAL);
