@@ -322,10 +322,16 @@ static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
 		return -UNW_EREADONLYREG;
 	if (mem_read(arg, addr, val, sizeof(*val)) < 0)
 		return -UNW_EINVAL;
-	/* A stack's word (a writable mapping's; tables and code are read-only) may be signed. */
-	m = find_mapping(arg, addr);
-	if (m && (m->perms & PROCFS_MAP_WRITE))
-		*val = arch_unw_stack_word(*val);
+	/*
+	 * A stack's word (a writable mapping's; tables and code are
+	 * read-only) may be signed.  Looked up only where words may be: this
+	 * runs inside the stop, for every word a walk reads.
+	 */
+	if (ARCH_UNW_SIGNED_WORDS) {
+		m = find_mapping(arg, addr);
+		if (m && (m->perms & PROCFS_MAP_WRITE))
+			*val = arch_code_address(*val);
+	}
 	return 0;
 }
 

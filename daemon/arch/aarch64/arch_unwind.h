@@ -20,16 +20,12 @@
  * fails the step and guesses the caller from x30, ending the walk early
  * and silently.  So the activeness check reads that instruction as
  * DW_CFA_nop (node/cfi.c finds it), and gives libunwind the return
- * addresses already stripped: x30 here, the words of a stack through
- * arch_unw_stack_word().
+ * addresses already stripped: x30 here, and (ARCH_UNW_SIGNED_WORDS) every
+ * word of a stack, a saved x30 or a signal frame's, through
+ * arch_code_address().
  */
 #define ARCH_UNW_HIDDEN_CFA_OP 0x2d
-
-/* A word libunwind reads from a stack (a saved x30, a signal frame's): its PAC stripped. */
-static inline unw_word_t arch_unw_stack_word(unw_word_t word)
-{
-	return arch_code_address(word);
-}
+#define ARCH_UNW_SIGNED_WORDS  1
 
 static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
 {

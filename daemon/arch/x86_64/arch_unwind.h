@@ -13,11 +13,8 @@
 /* libunwind's numbers of the general registers: 0 to ARCH_UNW_GPRS - 1 (rax to r15). */
 #define ARCH_UNW_GPRS 16u
 
-/* A word libunwind reads from a stack: as it is (no pointer authentication here). */
-static inline unw_word_t arch_unw_stack_word(unw_word_t word)
-{
-	return word;
-}
+/* A word libunwind reads from a stack is as it is: no pointer authentication here. */
+#define ARCH_UNW_SIGNED_WORDS 0
 
 static inline int arch_unw_reg(const arch_regs_t *r, int regnum, unw_word_t *ret)
 {
